@@ -1,0 +1,79 @@
+"""Routing path sets behind one API: ``paths(graph, src, dst, k)``."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+
+from topology.bcube import build_path_set
+from topology.dcell import dcell_routing
+
+
+def servers(graph: nx.Graph) -> list[str]:
+    """The graph's servers, ordered by rank."""
+    found = [(data["rank"], v) for v, data in graph.nodes(data=True) if data["role"] == "server"]
+    return [v for _, v in sorted(found)]
+
+
+def switches(graph: nx.Graph) -> list[str]:
+    """The graph's switches, in insertion order."""
+    return [v for v, role in graph.nodes(data="role") if role == "switch"]
+
+
+def _relay_graph(graph: nx.Graph, src: str, dst: str) -> nx.Graph:
+    """The graph in which paths from src to dst may be searched: in switch-centric networks
+    (Jellyfish) servers do not relay, so other servers are left out."""
+    if graph.graph["spec"]["family"] in ("bcube", "dcell"):
+        return graph
+    keep = [v for v, role in graph.nodes(data="role") if role == "switch" or v in (src, dst)]
+    return graph.subgraph(keep)
+
+
+def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
+    """Up to k loop-free paths from src to dst, shortest first (Yen's algorithm).
+
+    Ties are broken by node names so the result does not depend on insertion order."""
+    searched = _relay_graph(graph, src, dst)
+    found = nx.shortest_simple_paths(searched, src, dst)
+    out: list[list[str]] = []
+    # shortest_simple_paths yields by length; sort each length class by names for stability.
+    for _, group in itertools.groupby(found, key=len):
+        out.extend(sorted(group))
+        if len(out) >= k:
+            break
+    return out[:k]
+
+
+def paths(graph: nx.Graph, src: str, dst: str, k: int = 1) -> list[list[str]]:
+    """Return up to ``k`` distinct loop-free paths (node lists, src first, dst last).
+
+    BCube: BuildPathSet's k+1 node-disjoint parallel paths come first; DCell: the
+    DCellRouting path comes first; then, for any graph, shortest simple paths fill up to k.
+
+    >>> from topology.bcube import bcube_graph
+    >>> paths(bcube_graph(4, 1), "s00", "s13", 2)
+    [['s00', 'w1_0', 's10', 'w0_1', 's13'], ['s00', 'w0_0', 's03', 'w1_3', 's13']]
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    for name in (src, dst):
+        if graph.nodes.get(name, {}).get("role") != "server":
+            raise ValueError(f"{name!r} is not a server of {graph.graph.get('name', 'graph')}")
+    if src == dst:
+        return [[src]]
+    family = graph.graph["spec"]["family"]
+    if family == "bcube":
+        first = build_path_set(graph, src, dst)
+    elif family == "dcell":
+        first = [dcell_routing(graph, src, dst)]
+    else:
+        first = []
+    out = first[:k]
+    if len(out) < k:
+        for path in shortest_paths(graph, src, dst, k + len(out)):
+            if path not in out:
+                out.append(path)
+            if len(out) == k:
+                break
+    return out
