@@ -1,1 +1,1 @@
-"""traffic"""
+"""Traffic: the Schedule (pure), the baseline collectives (pure) and the host-side worker."""
