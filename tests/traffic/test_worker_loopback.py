@@ -1,0 +1,107 @@
+"""The socket AllReduce worker, run for real on loopback addresses (no namespaces needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import topology as tp
+from traffic.runner import WorkerError, run_workers
+from traffic.schedule import Schedule, Transfer, routes, validate
+from traffic.worker import check_sum, expected_sum, initial_buffer
+
+
+def ps_schedule(graph, elements, dtype="int32"):
+    """A hand-made parameter-server AllReduce (independent of traffic.collectives)."""
+    servers = tp.servers(graph)
+    root, others = servers[0], servers[1:]
+    ts = [Transfer(i, s, root, 0, elements, "reduce", tuple(nx.shortest_path(graph, s, root)))
+          for i, s in enumerate(others)]
+    pushed = tuple(t.id for t in ts)
+    ts += [Transfer(len(others) + i, root, s, 0, elements, "copy",
+                    tuple(nx.shortest_path(graph, root, s)), pushed)
+           for i, s in enumerate(others)]
+    itemsize = np.dtype(dtype).itemsize
+    return Schedule(graph.graph["spec"], elements * itemsize, dtype, tuple(ts), "ps")
+
+
+def loopback(graph):
+    servers = tp.servers(graph)
+    ranks = {s: i for i, s in enumerate(servers)}
+    addresses = {s: f"127.0.{i // 250}.{i % 250 + 2}" for s, i in ranks.items()}
+    return ranks, addresses
+
+
+def spawn(server, argv):
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "int64", "float64"])
+def test_ps_runs_and_verifies_on_loopback(tmp_path, dtype):
+    g = tp.bcube_graph(2, 1)
+    sch = ps_schedule(g, 50_000, dtype)
+    validate(sch, g)
+    ranks, addresses = loopback(g)
+    run = run_workers(sch, addresses, ranks, spawn, tmp_path, seed=3, timeout_s=30)
+    assert run.verified == {s: True for s in ranks}
+    assert set(run.start_s) == set(run.finish_s) == {t.id for t in sch.transfers}
+    for t in sch.transfers:
+        assert 0 <= run.start_s[t.id] <= run.finish_s[t.id]
+        for d in t.deps:  # a transfer starts only after its deps arrived
+            assert run.start_s[t.id] >= run.finish_s[d]
+    assert run.makespan_s == max(run.finish_s.values())
+
+
+def test_wrong_sum_fails_naming_the_server(tmp_path):
+    g = tp.bcube_graph(2, 1)
+    sch = ps_schedule(g, 1000)
+    # Drop one push: the root's sum misses a contribution (validate would reject this).
+    broken = dataclasses.replace(sch, transfers=tuple(
+        dataclasses.replace(t, deps=tuple(d for d in t.deps if d != 0)) if t.op == "copy" else t
+        for t in sch.transfers if t.id != 0))
+    ranks, addresses = loopback(g)
+    with pytest.raises(WorkerError, match=r"server s\d\d.*wrong elements"):
+        run_workers(broken, addresses, ranks, spawn, tmp_path, timeout_s=20)
+
+
+STALLING_PEER = """
+import socket, sys, time
+socks = []
+for port in map(int, sys.argv[2:]):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], port)); s.listen(8); socks.append(s)
+print("ready", flush=True)
+sys.stdin.readline()
+time.sleep(60)  # accepts into the backlog, never reads, never acknowledges
+"""
+
+
+def test_stuck_transfer_times_out_naming_it(tmp_path):
+    g = tp.bcube_graph(2, 1)
+    sch = ps_schedule(g, 1000)
+    ranks, addresses = loopback(g)
+    ports = sorted({r.tcp_port for r in routes(sch) if r.dst == "s00"})
+
+    def stalling_root(server, argv):
+        if server == "s00":
+            argv = [sys.executable, "-c", STALLING_PEER, addresses["s00"], *map(str, ports)]
+        return spawn(server, argv)
+
+    with pytest.raises(WorkerError, match=r"server s\d\d, transfer \d+ .*timeout"):
+        run_workers(sch, addresses, ranks, stalling_root, tmp_path, timeout_s=3)
+
+
+def test_expected_sum_and_check():
+    total = expected_sum(3, 100, "int32", seed=1)
+    mine = sum(initial_buffer(r, 100, "int32", 1).astype(np.int64) for r in range(3))
+    assert np.array_equal(total, mine)
+    assert check_sum(mine.astype(np.int32), total)[0]
+    off = mine.astype(np.int32)
+    off[7] += 1
+    ok, message = check_sum(off, total)
+    assert not ok and "first at 7" in message

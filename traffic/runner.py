@@ -1,0 +1,144 @@
+"""Start one worker per server, release them together, and collect what they measured.
+
+The caller supplies ``spawn(server, argv)``, which starts ``argv`` where that server lives (a
+Mininet host's namespace, or plainly on loopback in tests) and returns a ``subprocess.Popen``
+with pipes for stdin and stdout. Every process started here is ended here, also on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from traffic.schedule import Schedule
+
+Spawn = Callable[[str, list[str]], subprocess.Popen]
+
+#: Time between the go signal and the common start, so every worker is waiting when it comes.
+START_DELAY_S = 0.3
+
+
+class WorkerError(RuntimeError):
+    """A worker failed, timed out or computed a wrong sum; the message names the server and
+    the transfer."""
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    """What the workers measured: per-transfer start (at the sender) and arrival (at the
+    receiver) in seconds after the common start, and each server's verdict on its sum."""
+
+    start_s: dict[int, float]
+    finish_s: dict[int, float]
+    verified: dict[str, bool]
+    wall_s: float
+
+    @property
+    def makespan_s(self) -> float:
+        """Arrival of the last transfer."""
+        return max(self.finish_s.values(), default=0.0)
+
+
+def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, int],
+                spawn: Spawn, workdir: Path, *, seed: int = 0, timeout_s: float = 120.0,
+                python: str = sys.executable) -> WorkerRun:
+    """Run ``schedule`` with one worker per server and return their measurements; raise
+    WorkerError naming the server (and transfer) when any worker fails."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    job = workdir / "job.json"
+    job.write_text(json.dumps({"schedule": schedule.to_json(), "addresses": addresses,
+                               "ranks": ranks, "seed": seed, "timeout_s": timeout_s}))
+    servers = sorted(ranks, key=ranks.get)
+    procs: dict[str, subprocess.Popen] = {}
+    reports = {s: workdir / f"worker-{s}.json" for s in servers}
+    for path in reports.values():
+        path.unlink(missing_ok=True)
+    try:
+        for s in servers:
+            argv = [python, "-m", "traffic.worker", "--job", str(job), "--server", s,
+                    "--out", str(reports[s])]
+            procs[s] = spawn(s, argv)
+        _expect(procs, {"ready"}, time.monotonic() + 30 + 0.2 * len(servers), reports)
+        t0 = time.monotonic() + START_DELAY_S
+        for p in procs.values():
+            _tell(p, f"go {t0!r}")
+        _expect(procs, {"done"}, t0 + timeout_s + 10, reports)
+        wall_s = time.monotonic() - t0
+        for p in procs.values():
+            _tell(p, "verify")
+        _expect(procs, {"verified"}, time.monotonic() + 60 + 2 * len(servers), reports)
+        for p in procs.values():
+            p.wait(timeout=10)
+        docs = {s: json.loads(reports[s].read_text()) for s in servers}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    start_s = {int(k): v for d in docs.values() for k, v in d["start_s"].items()}
+    finish_s = {int(k): v for d in docs.values() for k, v in d["finish_s"].items()}
+    missing = [t.id for t in schedule.transfers if t.id not in start_s or t.id not in finish_s]
+    if missing:
+        raise WorkerError(f"transfer {missing[0]}: no measurement was reported")
+    return WorkerRun(start_s, finish_s, {s: d["verified"] for s, d in docs.items()}, wall_s)
+
+
+def _tell(proc: subprocess.Popen, line: str) -> None:
+    try:
+        proc.stdin.write((line + "\n").encode())
+        proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass  # the process has died; _expect reports why
+
+
+def _expect(procs: dict[str, subprocess.Popen], words: set[str], deadline: float,
+            reports: dict[str, Path]) -> None:
+    """Wait until every worker has printed one of ``words``; raise WorkerError otherwise."""
+    selector = selectors.DefaultSelector()
+    pending = {}
+    for server, p in procs.items():
+        selector.register(p.stdout, selectors.EVENT_READ, server)
+        pending[server] = b""
+    try:
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                server = next(iter(pending))
+                raise WorkerError(f"server {server}: no '{'/'.join(sorted(words))}' before the "
+                                  f"deadline{_why(reports[server])}")
+            for key, _ in selector.select(timeout=min(left, 1.0)):
+                server = key.data
+                chunk = os.read(key.fileobj.fileno(), 4096)
+                if not chunk:
+                    raise WorkerError(f"server {server}: worker exited "
+                                      f"(status {procs[server].wait()}){_why(reports[server])}")
+                pending[server] += chunk
+                if b"\n" in pending[server]:
+                    word = pending[server].split(b"\n", 1)[0].decode().strip()
+                    if word not in words:
+                        raise WorkerError(f"server {server}: worker says {word!r}"
+                                          f"{_why(reports[server])}")
+                    selector.unregister(key.fileobj)
+                    del pending[server]
+    finally:
+        selector.close()
+
+
+def _why(report: Path) -> str:
+    """The first error a worker wrote into its report, if any."""
+    try:
+        doc = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return ""
+    if doc.get("errors"):
+        return ": " + doc["errors"][0]
+    if doc.get("verified") is False:
+        return ": " + doc.get("verify_message", "wrong sum")
+    return ""

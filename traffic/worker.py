@@ -1,0 +1,257 @@
+"""The AllReduce worker: one process per server, run inside that server's network namespace.
+
+``python -m traffic.worker --job FILE --server NAME`` reads a job file (the Schedule JSON, every
+server's IP address, the seed and the timeout), listens on the TCP ports of its incoming
+routes, prints ``ready``, waits for ``go T0`` on stdin (T0 on the monotonic clock, which all
+namespaces of one kernel share), then runs its transfers in dependency order: real buffer bytes
+(numpy), framed and chunked; ``reduce`` adds into the partial sum, ``copy`` stores. It writes
+its per-transfer times (seconds after T0) and, after ``verify`` on stdin, checks its buffer
+against the true elementwise sum and writes the verdict. Any failure is reported naming this
+server and the transfer, and the process exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from traffic.schedule import Schedule, Transfer, routes
+
+MAGIC = b"ARTB"
+HEADER = struct.Struct("!4sIQQ")  # magic, transfer id, element offset, element count
+CHUNK_BYTES = 64 * 1024
+ACK = b"\x06"
+
+
+def initial_buffer(rank: int, elements: int, dtype: str, seed: int) -> np.ndarray:
+    """The deterministic buffer server ``rank`` contributes (integers in [-1000, 1000) for
+    integer dtypes, standard normal values for floats)."""
+    rng = np.random.default_rng([seed, rank])
+    if dtype.startswith("int"):
+        return rng.integers(-1000, 1000, size=elements).astype(dtype)
+    return rng.standard_normal(elements).astype(dtype)
+
+
+def expected_sum(ranks: int, elements: int, dtype: str, seed: int) -> np.ndarray:
+    """The true elementwise sum of every server's initial buffer (in float64 for floats)."""
+    total = np.zeros(elements, dtype=np.int64 if dtype.startswith("int") else np.float64)
+    for r in range(ranks):
+        total += initial_buffer(r, elements, dtype, seed)
+    return total
+
+
+def check_sum(buffer: np.ndarray, expected: np.ndarray) -> tuple[bool, str]:
+    """Exact comparison for integers, a float tolerance scaled to the number of addends."""
+    if buffer.dtype.kind == "i":
+        bad = np.flatnonzero(buffer.astype(np.int64) != expected)
+    else:
+        tol = 1e-4 if buffer.dtype == np.float32 else 1e-9
+        bad = np.flatnonzero(~np.isclose(buffer.astype(np.float64), expected, rtol=tol,
+                                         atol=tol * 10))
+    if len(bad) == 0:
+        return True, "sum correct"
+    i = int(bad[0])
+    return False, (f"{len(bad)} wrong elements, first at {i}: holds {buffer[i]!r}, "
+                   f"the sum is {expected[i]!r}")
+
+
+class TransferFailed(RuntimeError):
+    """A transfer this worker sends or receives went wrong."""
+
+
+class Worker:
+    """One server's side of a Schedule."""
+
+    def __init__(self, schedule: Schedule, server: str, addresses: dict[str, str],
+                 ranks: dict[str, int], seed: int, timeout_s: float):
+        self.schedule = schedule
+        self.server = server
+        self.addresses = addresses
+        self.ranks = ranks
+        self.timeout_s = timeout_s
+        self.rank = ranks[server]
+        self.seed = seed
+        self.buffer = initial_buffer(self.rank, schedule.elements, schedule.dtype, seed)
+        self.lock = threading.Lock()
+        self.outgoing = [t for t in schedule.transfers if t.src == server]
+        self.incoming = {t.id: t for t in schedule.transfers if t.dst == server}
+        self.port = {tid: r.tcp_port for r in routes(schedule) for tid in r.transfer_ids}
+        self.done = {t.id: threading.Event() for t in schedule.transfers
+                     if server in (t.src, t.dst)}
+        self.start_s: dict[int, float] = {}
+        self.finish_s: dict[int, float] = {}
+        self.errors: list[str] = []
+        self.t0 = 0.0
+        self.listeners: list[socket.socket] = []
+
+    # ---- set-up ---------------------------------------------------------------------------
+    def listen(self) -> None:
+        """Bind a listening socket on every port of this server's incoming routes."""
+        ip = self.addresses[self.server]
+        for port in sorted({self.port[tid] for tid in self.incoming}):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((ip, port))
+            sock.listen(64)
+            self.listeners.append(sock)
+
+    # ---- receiving -------------------------------------------------------------------------
+    def _accept_loop(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._receive, args=(conn, sock.getsockname()[1]),
+                             daemon=True).start()
+
+    def _receive(self, conn: socket.socket, port: int) -> None:
+        tid = None
+        try:
+            conn.settimeout(self.timeout_s)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            magic, tid, offset, count = HEADER.unpack(_read_exactly(conn, HEADER.size))
+            t = self.incoming.get(tid)
+            if magic != MAGIC or t is None or (t.offset, t.count) != (offset, count):
+                raise TransferFailed(f"unexpected message header for transfer {tid}")
+            if self.port[tid] != port:
+                raise TransferFailed(f"transfer {tid} arrived on port {port}, its route uses "
+                                     f"{self.port[tid]}")
+            data = np.frombuffer(_read_exactly(conn, count * self.buffer.itemsize),
+                                 dtype=self.buffer.dtype)
+            with self.lock:
+                if t.op == "reduce":
+                    self.buffer[offset:offset + count] += data
+                else:
+                    self.buffer[offset:offset + count] = data
+            self.finish_s[tid] = time.monotonic() - self.t0
+            conn.sendall(ACK)
+            self.done[tid].set()
+        except (OSError, TransferFailed, struct.error) as exc:
+            self._fail(tid, "receiving", exc)
+        finally:
+            conn.close()
+
+    # ---- sending ---------------------------------------------------------------------------
+    def _send(self, t: Transfer) -> None:
+        try:
+            deadline = self.t0 + self.timeout_s
+            for d in t.deps:
+                if not self.done[d].wait(max(0.0, deadline - time.monotonic())):
+                    raise TransferFailed(f"timed out waiting for transfer {d}")
+                if self.errors:
+                    return
+            self.start_s[t.id] = time.monotonic() - self.t0
+            with self.lock:
+                payload = self.buffer[t.offset:t.offset + t.count].tobytes()
+            remaining = max(0.1, deadline - time.monotonic())
+            with socket.create_connection((self.addresses[t.dst], self.port[t.id]),
+                                          timeout=remaining,
+                                          source_address=(self.addresses[self.server], 0)) as c:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                c.sendall(HEADER.pack(MAGIC, t.id, t.offset, t.count))
+                view = memoryview(payload)
+                for i in range(0, len(view), CHUNK_BYTES):
+                    c.sendall(view[i:i + CHUNK_BYTES])
+                if _read_exactly(c, 1) != ACK:
+                    raise TransferFailed("no acknowledgement from the receiver")
+            self.done[t.id].set()
+        except (OSError, TransferFailed) as exc:
+            self._fail(t.id, f"sending to {t.dst}", exc)
+
+    def _fail(self, tid: int | None, what: str, exc: BaseException) -> None:
+        self.errors.append(f"server {self.server}, transfer {tid}: {what} failed: {exc}")
+        for event in self.done.values():  # wake every waiting sender so the worker ends
+            event.set()
+
+    # ---- the run ---------------------------------------------------------------------------
+    def run(self) -> bool:
+        """Run every transfer of this server; True when all arrived within the timeout."""
+        for sock in self.listeners:
+            threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
+        senders = [threading.Thread(target=self._send, args=(t,), daemon=True)
+                   for t in self.outgoing]
+        for s in senders:
+            s.start()
+        deadline = self.t0 + self.timeout_s
+        for tid in list(self.incoming) + [t.id for t in self.outgoing]:
+            if not self.done[tid].wait(max(0.0, deadline - time.monotonic())):
+                t = self.schedule.by_id()[tid]
+                self.errors.append(f"server {self.server}, transfer {tid} ({t.src}->{t.dst}): "
+                                   f"not done after the {self.timeout_s:g} s timeout")
+                break
+            if self.errors:
+                break
+        for sock in self.listeners:
+            sock.close()
+        return not self.errors
+
+    def verify(self) -> tuple[bool, str]:
+        """Compare the final buffer with the true sum of every server's contribution."""
+        expected = expected_sum(len(self.ranks), self.schedule.elements, self.schedule.dtype,
+                                self.seed)
+        return check_sum(self.buffer, expected)
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    while got < size:
+        n = conn.recv_into(view[got:], min(size - got, 1 << 20))
+        if n == 0:
+            raise TransferFailed(f"connection closed after {got} of {size} bytes")
+        got += n
+    return bytes(data)
+
+
+def main() -> int:
+    """Entry point of ``python -m traffic.worker`` (started by the emulation, not by users)."""
+    parser = argparse.ArgumentParser(prog="python -m traffic.worker",
+                                     description="Run one server's side of a Schedule.")
+    parser.add_argument("--job", required=True, type=Path, help="job file (JSON)")
+    parser.add_argument("--server", required=True, help="this server's name")
+    parser.add_argument("--out", required=True, type=Path, help="where to write the report")
+    args = parser.parse_args()
+    job = json.loads(args.job.read_text())
+    schedule = Schedule.from_json(job["schedule"])
+    worker = Worker(schedule, args.server, job["addresses"], job["ranks"], job["seed"],
+                    job["timeout_s"])
+    report: dict = {"server": args.server}
+    try:
+        worker.listen()
+    except OSError as exc:
+        report["errors"] = [f"server {args.server}: cannot listen: {exc}"]
+        args.out.write_text(json.dumps(report))
+        print("failed", flush=True)
+        return 1
+    print("ready", flush=True)
+    line = sys.stdin.readline().split()
+    if len(line) != 2 or line[0] != "go":
+        return 1
+    worker.t0 = float(line[1])
+    time.sleep(max(0.0, worker.t0 - time.monotonic()))
+    ok = worker.run()
+    report.update(start_s=worker.start_s, finish_s=worker.finish_s, errors=worker.errors)
+    args.out.write_text(json.dumps(report))
+    print("done" if ok else "failed", flush=True)
+    if not ok:
+        return 1
+    if sys.stdin.readline().strip() != "verify":
+        return 1
+    good, message = worker.verify()
+    report.update(verified=good, verify_message=message)
+    args.out.write_text(json.dumps(report))
+    print("verified" if good else "wrong", flush=True)
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
