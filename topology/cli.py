@@ -22,8 +22,11 @@ class ArgumentParser(argparse.ArgumentParser):
         raise SystemExit(USAGE_ERROR)
 
 
-def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False) -> None:
-    """Add the family (``--topo`` or a positional) and its parameters to ``parser``."""
+def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False,
+                      defaults: dict[str, dict[str, int]] | None = None) -> None:
+    """Add the family (``--topo`` or a positional) and its parameters to ``parser``;
+    ``defaults`` (per family) only changes what the help says the defaults are."""
+    defaults = defaults or DEFAULTS
     if positional:
         parser.add_argument("topo", choices=FAMILIES, metavar="{" + ",".join(FAMILIES) + "}",
                             help="topology family")
@@ -32,7 +35,7 @@ def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False)
                             help="topology family (default: bcube)")
     group = parser.add_argument_group("topology parameters (defaults: "
                                       + "; ".join(f"{f} " + ", ".join(f"{k}={v}" for k, v in p.items())
-                                                  for f, p in DEFAULTS.items()) + ")")
+                                                  for f, p in defaults.items()) + ")")
     group.add_argument("--n", type=int, help="BCube/DCell: ports per switch (>= 2)")
     group.add_argument("--k", type=int, help="BCube/DCell: recursion level (>= 0)")
     group.add_argument("--switches", type=int, help="Jellyfish: number of switches")
@@ -56,9 +59,12 @@ def topology_params(args: argparse.Namespace) -> dict[str, int]:
     return params
 
 
-def graph_from_args(args: argparse.Namespace) -> nx.Graph:
-    """Build the topology the parsed arguments describe (ValueError on bad values)."""
-    return make_graph(args.topo, bw_mbps=args.bw_mbps, **topology_params(args))
+def graph_from_args(args: argparse.Namespace,
+                    defaults: dict[str, dict[str, int]] | None = None) -> nx.Graph:
+    """Build the topology the parsed arguments describe (ValueError on bad values);
+    parameters not given take ``defaults`` (per family), else topology.DEFAULTS."""
+    params = {**(defaults or DEFAULTS)[args.topo], **topology_params(args)}
+    return make_graph(args.topo, bw_mbps=args.bw_mbps, **params)
 
 
 def run(main: Callable[[], int | None], prog: str) -> None:
