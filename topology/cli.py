@@ -33,9 +33,9 @@ def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False,
     else:
         parser.add_argument("--topo", choices=FAMILIES, default="bcube",
                             help="topology family (default: bcube)")
-    group = parser.add_argument_group("topology parameters (defaults: "
-                                      + "; ".join(f"{f} " + ", ".join(f"{k}={v}" for k, v in p.items())
-                                                  for f, p in defaults.items()) + ")")
+    shown = "; ".join(f"{family} " + ", ".join(f"{k}={v}" for k, v in params.items())
+                      for family, params in defaults.items())
+    group = parser.add_argument_group(f"topology parameters (defaults: {shown})")
     group.add_argument("--n", type=int, help="BCube/DCell: ports per switch (>= 2)")
     group.add_argument("--k", type=int, help="BCube/DCell: recursion level (>= 0)")
     group.add_argument("--switches", type=int, help="Jellyfish: number of switches")

@@ -26,7 +26,10 @@ def _pick_pair(
         if v not in adjacent[u]:
             return u, v
     pairs = [
-        (u, v) for i, u in enumerate(open_ports) for v in open_ports[i + 1 :] if v not in adjacent[u]
+        (u, v)
+        for i, u in enumerate(open_ports)
+        for v in open_ports[i + 1 :]
+        if v not in adjacent[u]
     ]
     return rng.choice(pairs) if pairs else None
 
@@ -34,7 +37,8 @@ def _pick_pair(
 def _random_regular(switches: int, uplinks: int, rng: random.Random) -> set[tuple[int, int]]:
     """The paper's incremental construction: link random non-adjacent switches with free
     ports; when a switch is left with >= 2 free ports, break a random link (x, y) and join
-    both ends to it (and likewise for two adjacent switches with one free port each). Yields an r-regular graph (near-regular when switches * uplinks is odd)."""
+    both ends to it (and likewise for two adjacent switches with one free port each). Yields
+    an r-regular graph (near-regular when switches * uplinks is odd)."""
     free = dict.fromkeys(range(switches), uplinks)
     adjacent: dict[int, set[int]] = {v: set() for v in range(switches)}
 

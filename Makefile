@@ -1,0 +1,29 @@
+# Targets run from the repo root, as root for setup/demo/test (`sudo make test`): setup.sh
+# installs packages and starts Open vSwitch. Under sudo PATH is secure_path; nothing here
+# relies on the caller's PATH beyond make and bash.
+SHELL := /bin/bash
+VENV ?= $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test test-fast lint clean
+
+setup:
+	VENV="$(VENV)" bash scripts/setup.sh
+
+demo: setup
+	$(PY) -m emulation.run --topo bcube
+
+# ARTB_REQUIRE_EMULATION=1: emulation tests fail (not skip) when root, Mininet or OVS is missing.
+test: setup
+	export ARTB_REQUIRE_EMULATION=1; $(PY) -m pytest
+
+test-fast:
+	$(PY) -m pytest -m "not emulation and not slow"
+
+lint:
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
+	find . -path ./.venv -prune -o -path ./.git -prune -o -type d -name __pycache__ -print0 \
+		| xargs -0 rm -rf

@@ -1,0 +1,95 @@
+"""Sim-vs-emu reports: the table, results.json and the PNG plots of an emulation run."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+
+def error_pct(emulated_s: float, simulated_s: float) -> float:
+    """Signed relative error of the emulated makespan against the simulated one, in percent."""
+    return 100.0 * (emulated_s / simulated_s - 1.0)
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median absolute raw and calibrated error over the verified rows."""
+    done = [r for r in rows if r.get("verified")]
+    if not done:
+        return {"median_abs_error_pct": None, "median_abs_error_raw_pct": None}
+    return {
+        "median_abs_error_pct": statistics.median(abs(r["error_pct"]) for r in done),
+        "median_abs_error_raw_pct": statistics.median(abs(r["error_raw_pct"]) for r in done),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The run's table: scheduler | simulated s | emulated s | error % | verified."""
+    head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
+           f"{'raw err %':>9}  verified"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        emu = f"{r['emulated_s']:.3f}" if r.get("emulated_s") is not None else "-"
+        err = f"{r['error_pct']:+.1f}" if r.get("error_pct") is not None else "-"
+        raw = f"{r['error_raw_pct']:+.1f}" if r.get("error_raw_pct") is not None else "-"
+        verdict = "yes" if r.get("verified") else f"NO: {r.get('failure', 'not run')}"
+        lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>8} "
+                     f"{raw:>9}  {verdict}")
+    return "\n".join(lines)
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` as indented JSON."""
+    path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def plot(out: Path, rows: list[dict[str, Any]], title: str) -> list[Path]:
+    """Draw makespan.png (simulated vs emulated per scheduler) and one timeline per scheduler
+    (every transfer's simulated and emulated start-to-arrival interval). Returns the files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    done = [r for r in rows if r.get("emulated_s") is not None]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(rows)), 3.6))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["simulated_s"] for r in rows], 0.4, label="simulated",
+           color="#4c78a8")
+    ax.bar([x + 0.2 for x in xs], [r.get("emulated_s") or 0.0 for r in rows], 0.4,
+           label="emulated", color="#f58518")
+    for x, r in zip(xs, rows, strict=True):
+        if r.get("error_pct") is not None:
+            ax.annotate(f"{r['error_pct']:+.1f}%", (x + 0.2, r["emulated_s"]), ha="center",
+                        va="bottom", fontsize=7)
+    ax.set_xticks(list(xs), [r["scheduler"] for r in rows])
+    ax.set_ylabel("AllReduce completion (s)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    files.append(out / "makespan.png")
+    fig.savefig(files[-1], dpi=110)
+    plt.close(fig)
+    for r in done:
+        fig, ax = plt.subplots(figsize=(7.0, 3.8))
+        ids = sorted(int(k) for k in r["emulated"]["start_s"])
+        sim, emu = r["simulated"], r["emulated"]
+        for y, tid in enumerate(ids):
+            k = str(tid)
+            ax.plot([sim["start_s"][k], sim["finish_s"][k]], [y - 0.15, y - 0.15],
+                    color="#4c78a8", lw=1.2)
+            ax.plot([emu["start_s"][k], emu["finish_s"][k]], [y + 0.15, y + 0.15],
+                    color="#f58518", lw=1.2)
+        ax.plot([], [], color="#4c78a8", label="simulated")
+        ax.plot([], [], color="#f58518", label="emulated")
+        ax.set_xlabel("seconds after the start")
+        ax.set_ylabel("transfer (id order)")
+        ax.set_title(f"{title}: {r['scheduler']} timeline")
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        files.append(out / f"timeline-{r['scheduler']}.png")
+        fig.savefig(files[-1], dpi=110)
+        plt.close(fig)
+    return files

@@ -1,0 +1,324 @@
+"""``sudo python -m emulation.run --topo {bcube,dcell,jellyfish}``: emulate AllReduce schedules.
+
+For each scheduler: build the Schedule, validate it, simulate it, install its routes through the
+controller, run one socket worker per server in the Mininet hosts, verify every sum and the
+route counters, then print the table scheduler | simulated s | emulated s | error % | verified.
+Writes results.json and PNG plots into --out. Everything started is torn down, also on errors,
+Ctrl-C and SIGTERM; ``--clean`` removes what a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from simulator import lower_bound, simulate
+from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+from traffic.collectives import build
+from traffic.runner import WorkerError, run_workers
+from traffic.schedule import Schedule, ScheduleError, routes, validate
+
+PROG = "python -m emulation.run"
+
+#: Defaults sized to finish in about a minute on a 2-core laptop VM.
+EMULATION_DEFAULTS = {
+    "bcube": {"n": 4, "k": 1},
+    "dcell": {"n": 3, "k": 1},
+    "jellyfish": {"switches": 16, "ports": 4, "uplinks": 3, "seed": 0},
+}
+BASELINES = ("ring", "ps", "ps-sharded", "tree", "multitree")
+SCHEDULERS = (*BASELINES, "drl")
+
+#: Forwarded traffic (Mbit/s summed over every datapath a byte crosses) above which the one
+#: userspace OVS thread, not the shaped links, becomes the bottleneck on 2 cores.
+LOAD_BUDGET_MBPS = 400.0
+
+
+class Interrupted(Exception):
+    """SIGTERM arrived: unwind so that the network is torn down."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = ArgumentParser(
+        prog=PROG,
+        description="Emulate AllReduce schedules on a Mininet network through the SDN "
+                    "controller and compare them with the flow-level simulator.")
+    add_topology_args(parser, defaults=EMULATION_DEFAULTS)
+    parser.add_argument("--scheduler", default=None,
+                        help="one or a comma list of " + ", ".join(SCHEDULERS)
+                             + " (default: all that are available)")
+    parser.add_argument("--size-mb", type=float, default=1.0,
+                        help="buffer per server in MB (10^6 bytes; default 1)")
+    parser.add_argument("--dtype", default="float32",
+                        choices=("float32", "float64", "int32", "int64"),
+                        help="element type of the buffer (default float32)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for results.json and plots (default runs/<topo>-<time>)")
+    parser.add_argument("--json", action="store_true",
+                        help="print results.json to stdout (progress goes to stderr)")
+    parser.add_argument("--cli", action="store_true",
+                        help="open the Mininet CLI with the first scheduler's routes installed "
+                             "(for labs; nothing is measured)")
+    parser.add_argument("--clean", action="store_true",
+                        help="remove namespaces, bridges, links and processes a crashed run "
+                             "left behind, then exit")
+    parser.add_argument("--timeout-s", type=float, default=120.0,
+                        help="a scheduler's run fails when a transfer is not done by then "
+                             "(default 120)")
+    parser.add_argument("--no-calibrate", action="store_true",
+                        help="skip the single-flow goodput probe (calibration factor 1)")
+    parser.add_argument("--delay-ms", type=float, default=None,
+                        help="link delay: NOT available (this kernel has no netem); "
+                             "any value is refused with an explanation")
+    parser.add_argument("--of-port", type=int, default=6653, help="OpenFlow port (127.0.0.1)")
+    parser.add_argument("--api-port", type=int, default=8080,
+                        help="controller HTTP API port (127.0.0.1)")
+    return parser.parse_args(argv)
+
+
+def choose_schedulers(text: str | None) -> tuple[list[str], bool]:
+    """The schedulers asked for, and whether the user named them (else: all available)."""
+    if text is None:
+        return list(SCHEDULERS), False
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for name in names:
+        if name not in SCHEDULERS:
+            raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(SCHEDULERS)}")
+    if not names:
+        raise ValueError(f"--scheduler {text!r} names no scheduler")
+    return list(dict.fromkeys(names)), True
+
+
+def make_schedule(name: str, graph: nx.Graph, size_bytes: int, dtype: str) -> Schedule:
+    """Build one scheduler's Schedule (the DRL agent's from its shipped checkpoint)."""
+    if name == "drl":
+        from agent import schedule_for
+
+        return schedule_for(graph, graph.graph["spec"], size_bytes, seed=0)
+    return build(name, graph, size_bytes, dtype)
+
+
+def offered_load_mbps(schedule: Schedule, graph: nx.Graph, makespan_s: float) -> float:
+    """Average traffic the emulated datapaths forward while the schedule runs (bytes times
+    the number of datapaths each crosses, over the simulated makespan)."""
+    relay = graph.graph["spec"]["family"] in ("bcube", "dcell")
+    bits = 0.0
+    for t in schedule.transfers:
+        hops = sum(1 for v in t.path if relay or graph.nodes[v]["role"] == "switch")
+        bits += 8.0 * t.size_bytes(schedule.dtype) * hops
+    return bits / makespan_s / 1e6
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr."""
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any]]]:
+    """Everything that needs no network: topology, schedules, validation, simulation."""
+    if args.delay_ms is not None:
+        raise ValueError(f"--delay-ms {args.delay_ms:g}: link delay cannot be emulated here "
+                         "(the kernel has no netem); only bandwidth (HTB) is shaped")
+    if not args.size_mb > 0:
+        raise ValueError(f"--size-mb must be > 0, got {args.size_mb:g}")
+    if not args.timeout_s > 0:
+        raise ValueError(f"--timeout-s must be > 0, got {args.timeout_s:g}")
+    graph = graph_from_args(args, EMULATION_DEFAULTS)
+    itemsize = 8 if args.dtype.endswith("64") else 4
+    size_bytes = max(itemsize, int(args.size_mb * 1e6) // itemsize * itemsize)
+    names, explicit = choose_schedulers(args.scheduler)
+    plans = []
+    for name in names:
+        try:
+            schedule = make_schedule(name, graph, size_bytes, args.dtype)
+        except (ImportError, ValueError, FileNotFoundError) as exc:
+            if explicit:
+                raise ValueError(f"scheduler {name}: {exc}") from None
+            progress(f"{name}: not available ({exc}); skipped")
+            continue
+        validate(schedule, graph)
+        sim = simulate(graph, schedule)
+        plans.append({"scheduler": name, "schedule": schedule, "raw": sim})
+        progress(f"{name}: {len(schedule.transfers)} transfers, simulated "
+                 f"{sim.makespan_s:.3f} s")
+    return graph, size_bytes, plans
+
+
+def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
+            plans: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """Bring the network up, run every plan, tear everything down; return results.json."""
+    from controller.proof import verify_routes
+    from emulation.net import EmulatedNetwork
+
+    rows = []
+    doc: dict[str, Any] = {}
+    started = time.monotonic()
+    progress(f"building {graph.graph['name']} in Mininet (OVS userspace datapath)")
+    with EmulatedNetwork(graph, workdir=out / "net", of_port=args.of_port,
+                         api_port=args.api_port) as net:
+        progress("network up, controller connected, base rules in: "
+                 + ", ".join(f"{k} {v:.1f} s" for k, v in net.timings.items()))
+        if args.cli:
+            first = plans[0]
+            net.client.put_routes(first["schedule"])
+            progress(f"routes of {first['scheduler']} installed; opening the Mininet CLI "
+                     "(exit it to tear the network down)")
+            net.cli()
+            return {}
+        goodput, probe = 1.0, None
+        if not args.no_calibrate:
+            probe = net.calibrate()
+            goodput = probe["goodput_ratio"]
+            progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
+                     f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f})")
+        addresses = {s: net.ip(s) for s in net.servers}
+        ranks = {s: graph.nodes[s]["rank"] for s in net.servers}
+
+        def spawn(server: str, argv: list[str]) -> subprocess.Popen:
+            return net.host(server).popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL)
+
+        for i, plan in enumerate(plans, 1):
+            name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
+            sim = simulate(graph, schedule, goodput=goodput)
+            row: dict[str, Any] = {
+                "scheduler": name, "transfers": len(schedule.transfers),
+                "simulated_s": sim.makespan_s, "simulated_raw_s": raw.makespan_s,
+                "emulated_s": None, "error_pct": None, "error_raw_pct": None,
+                "verified": False,
+                "offered_load_mbps": offered_load_mbps(schedule, graph, raw.makespan_s),
+            }
+            if row["offered_load_mbps"] > LOAD_BUDGET_MBPS:
+                progress(f"warning: {name} makes the datapaths forward about "
+                         f"{row['offered_load_mbps']:.0f} Mbit/s, above the ~"
+                         f"{LOAD_BUDGET_MBPS:.0f} Mbit/s one OVS thread handles faithfully; "
+                         "lower --bw-mbps for exact shaping")
+            progress(f"[{i}/{len(plans)}] {name}: installing {len(routes(schedule))} routes, "
+                     f"running {len(addresses)} workers "
+                     f"(simulated {sim.makespan_s:.2f} s)")
+            net.client.delete_routes()
+            net.client.put_routes(schedule)
+            try:
+                measured = run_workers(schedule, addresses, ranks, spawn, out / "workers" / name,
+                                       seed=i, timeout_s=args.timeout_s)
+            except WorkerError as exc:
+                row["failure"] = str(exc)
+                progress(f"{name}: FAILED: {exc}")
+                rows.append(row | {"simulated": sim.to_dict()})
+                continue
+            proof = verify_routes(schedule, net.topology, net.client.route_stats())
+            emulated = {"makespan_s": measured.makespan_s,
+                        "start_s": {str(k): v for k, v in measured.start_s.items()},
+                        "finish_s": {str(k): v for k, v in measured.finish_s.items()},
+                        "source": "emulation"}
+            sums_ok = all(measured.verified.values())
+            row.update(
+                emulated_s=measured.makespan_s,
+                error_pct=100.0 * (measured.makespan_s / sim.makespan_s - 1.0),
+                error_raw_pct=100.0 * (measured.makespan_s / raw.makespan_s - 1.0),
+                sums_verified=sums_ok, routes_verified=proof["ok"],
+                verified=sums_ok and proof["ok"], route_proof=proof,
+                simulated=sim.to_dict(), emulated=emulated,
+            )
+            if not proof["ok"]:
+                row["failure"] = "route counters: " + proof["errors"][0]
+            progress(f"{name}: emulated {measured.makespan_s:.3f} s "
+                     f"({row['error_pct']:+.1f}% vs simulated), sums "
+                     f"{'verified' if sums_ok else 'WRONG'}, routes "
+                     f"{'proven' if proof['ok'] else 'NOT proven'}")
+            rows.append(row)
+        net.client.delete_routes()
+        doc.update(setup_s=net.timings, calibration=probe)
+    doc["wall_s"] = time.monotonic() - started
+    doc["rows"] = rows
+    return doc
+
+
+def versions() -> dict[str, str]:
+    """Versions of what the run depends on."""
+    out = {"python": platform.python_version(), "networkx": nx.__version__}
+    for name in ("numpy", "mininet.net", "ryu"):
+        try:
+            module = __import__(name, fromlist=["x"])
+        except ImportError:
+            continue
+        out[name.split(".")[0]] = getattr(module, "__version__", getattr(module, "VERSION", "?"))
+    try:
+        ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True,
+                             timeout=5).stdout.splitlines()
+        out["openvswitch"] = ovs[0].split()[-1] if ovs else "?"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m emulation.run``."""
+    args = parse_args(argv)
+    if args.clean:
+        from emulation.net import clean
+
+        removed = clean()
+        print(f"removed {len(removed)} leftovers" + (": " + ", ".join(removed) if removed else ""))
+        return 0
+    graph, size_bytes, plans = prepare(args)
+    if not plans:
+        raise ValueError("no scheduler is available for this topology")
+    if os.geteuid() != 0:
+        raise ValueError("the emulation needs root (network namespaces, Open vSwitch): "
+                         f"run it as 'sudo {PROG} ...'")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("runs") / f"{args.topo}-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise Interrupted()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        doc = emulate(args, graph, size_bytes, plans, out)
+    except Interrupted:
+        progress("terminated: the network has been torn down; no result was written")
+        return 143
+    if args.cli:
+        return 0
+    from emulation.report import plot, summarise, table, write_json
+
+    rows = doc.pop("rows")
+    result = {
+        "topology": graph.graph["spec"], "name": graph.graph["name"],
+        "bw_mbps": graph.graph["bw_mbps"], "size_bytes": size_bytes, "dtype": args.dtype,
+        "lower_bound_s": lower_bound(graph, size_bytes), "parameters": vars(args) | {
+            "out": str(out)},
+        "versions": versions(), **doc, **summarise(rows), "schedulers": rows,
+    }
+    write_json(out / "results.json", result)
+    files = plot(out, rows, graph.graph["name"])
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        print(table(rows))
+        print(f"lower bound {result['lower_bound_s']:.3f} s; results in {out / 'results.json'}; "
+              f"plots: {', '.join(f.name for f in files)}")
+    return 0 if all(r["verified"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    try:
+        run(main, PROG)
+    except ScheduleError as exc:  # a scheduler produced an invalid schedule: a bug, not input
+        sys.stderr.write(f"{PROG}: invalid schedule: {exc}\n")
+        raise SystemExit(1) from None
