@@ -1,0 +1,332 @@
+"""The Ryu app: installs base rules on connect, a schedule's routes on request, and serves a
+small JSON API on 127.0.0.1. The only module that imports Ryu (os-ken, its maintained fork with
+the same app API, would be a change of this one file).
+
+Rules come from ``controller.rules`` (pure); this module only maps datapaths and sends them.
+Handlers never block the event loop: HTTP handlers wait for barrier and statistics replies on
+green events that the OpenFlow handlers set.
+
+API (every reply JSON; errors ``{"error": message}``):
+
+- ``GET /health``: ``{connected, expected, ready, missing, routes}``; ready once every datapath
+  of the topology file is connected and its base rules are confirmed by a barrier.
+- ``GET /routes``: the installed schedule routes.
+- ``PUT /routes``: body ``{"routes": [{src, dst, path, tcp_port[, transfer_ids]}, ...]}`` or a
+  whole Schedule document (its ``traffic.schedule.routes``). Validated first (400 and nothing
+  changes when invalid, 503 when a datapath is not connected); then every datapath deletes the
+  previous schedule routes (by cookie mask), adds the new ones and answers a barrier. Reply
+  ``{"installed": [...], "rules": n}``.
+- ``DELETE /routes``: removes all schedule routes; ``{"deleted": n}``.
+- ``GET /routes/stats``: per route, packet and byte counters per datapath for its forward and
+  reverse rules (``controller.proof.stats_reply``), read by flow statistics filtered by cookie.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from dataclasses import asdict
+
+from ryu import cfg
+from ryu.app.wsgi import ControllerBase, Response, WSGIApplication, route
+from ryu.app.wsgi import start_service as start_wsgi
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    set_ev_cls,
+)
+from ryu.lib import hub
+from ryu.ofproto import ofproto_v1_3
+
+from controller import rules
+from controller.proof import stats_reply
+from controller.topofile import Topology
+from traffic.schedule import Schedule, ScheduleError, routes
+
+#: Environment variable naming the topology file (set by ``run``; also lets plain
+#: ``ryu-manager controller.app`` work).
+TOPOLOGY_ENV = "ARTB_TOPOLOGY"
+REPLY_TIMEOUT_S = 10.0
+LOG = logging.getLogger("controller")
+
+
+class _Waiter:
+    """Replies to one request (by xid), and a green event set when the last one arrived."""
+
+    def __init__(self) -> None:
+        self.event = hub.Event()
+        self.bodies: list = []
+
+
+class TestbedController(app_manager.RyuApp):
+    """Proactive, loop-free routing for the testbed's topology file."""
+
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.topo = Topology.load(os.environ[TOPOLOGY_ENV])
+        self.names = {dp.dpid: dp.name for dp in self.topo.datapaths.values()}
+        self.base: dict[int, list[rules.FlowRule]] = {d: [] for d in self.names}
+        for rule in rules.base_rules(self.topo):
+            self.base[rule.dpid].append(rule)
+        self.connected: dict[int, object] = {}
+        self.ready: set[int] = set()
+        self.routes: list[rules.RouteSpec] = []
+        self.route_flows: list[rules.FlowRule] = []
+        self.waiters: dict[tuple[int, int], _Waiter] = {}
+        self.errors: dict[int, list[str]] = {}
+        self.lock = hub.Semaphore(1)
+        kwargs["wsgi"].register(Api, {"app": self})
+        LOG.info("topology %s: %d datapaths, %d hosts", self.topo.graph.graph.get("name"),
+                 len(self.names), len(self.topo.hosts))
+
+    # --- OpenFlow -------------------------------------------------------------------------
+
+    def _flow_mod(self, dp, rule: rules.FlowRule):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        actions = [parser.OFPActionOutput(port) for kind, port in rule.actions
+                   if kind == "output"]
+        inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
+        return parser.OFPFlowMod(dp, cookie=rule.cookie, table_id=rule.table,
+                                 command=ofp.OFPFC_ADD, priority=rule.priority,
+                                 match=parser.OFPMatch(**rule.match), instructions=inst)
+
+    def _delete(self, dp, cookie: int = 0, mask: int = 0):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        return parser.OFPFlowMod(dp, cookie=cookie, cookie_mask=mask, table_id=ofp.OFPTT_ALL,
+                                 command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                                 out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+
+    def _request(self, dp, msg) -> _Waiter:
+        dp.set_xid(msg)
+        waiter = _Waiter()
+        self.waiters[(dp.id, msg.xid)] = waiter
+        dp.send_msg(msg)
+        return waiter
+
+    def _barrier(self, dp) -> _Waiter:
+        return self._request(dp, dp.ofproto_parser.OFPBarrierRequest(dp))
+
+    def _wait(self, waiters: dict[int, _Waiter], timeout: float) -> list[int]:
+        """Wait (green) for every waiter; the dpids that did not answer in time."""
+        deadline = hub.Timeout(timeout)
+        late = []
+        try:
+            for w in waiters.values():
+                w.event.wait()
+        except hub.Timeout:
+            late = [d for d, w in waiters.items() if not w.event.is_set()]
+        finally:
+            deadline.cancel()
+        for key in [k for k, w in self.waiters.items() if w in waiters.values()]:
+            del self.waiters[key]
+        return late
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _on_features(self, ev):
+        dp = ev.msg.datapath
+        name = self.names.get(dp.id)
+        if name is None:
+            LOG.warning("datapath %016x is not in the topology file; ignored", dp.id)
+            return
+        self.connected[dp.id] = dp
+        self.ready.discard(dp.id)
+        dp.send_msg(self._delete(dp))
+        for rule in self.base[dp.id] + [r for r in self.route_flows if r.dpid == dp.id]:
+            dp.send_msg(self._flow_mod(dp, rule))
+        waiter = self._barrier(dp)
+        hub.spawn(self._confirm_base, dp, waiter)
+        LOG.info("datapath %s (dpid %d) connected: %d base rules sent", name, dp.id,
+                 len(self.base[dp.id]))
+
+    def _confirm_base(self, dp, waiter: _Waiter):
+        if not self._wait({dp.id: waiter}, REPLY_TIMEOUT_S) and self.connected.get(dp.id) is dp:
+            self.ready.add(dp.id)
+            LOG.info("datapath %s ready", self.names[dp.id])
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def _on_state(self, ev):
+        dp = ev.datapath
+        if ev.state == DEAD_DISPATCHER and self.connected.get(dp.id) is dp:
+            del self.connected[dp.id]
+            self.ready.discard(dp.id)
+            LOG.warning("datapath %s disconnected", self.names.get(dp.id, dp.id))
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _on_barrier(self, ev):
+        waiter = self.waiters.get((ev.msg.datapath.id, ev.msg.xid))
+        if waiter is not None:
+            waiter.event.set()
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _on_flow_stats(self, ev):
+        msg = ev.msg
+        waiter = self.waiters.get((msg.datapath.id, msg.xid))
+        if waiter is None:
+            return
+        waiter.bodies.extend(msg.body)
+        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            waiter.event.set()
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _on_error(self, ev):
+        msg = ev.msg
+        text = f"type {msg.type} code {msg.code}"
+        self.errors.setdefault(msg.datapath.id, []).append(text)
+        LOG.error("datapath %s: OpenFlow error %s", self.names.get(msg.datapath.id), text)
+
+    # --- operations behind the API -------------------------------------------------------
+
+    def health(self) -> dict:
+        """Connected datapaths vs expected, and whether every base rule set is confirmed."""
+        missing = sorted(n for d, n in self.names.items() if d not in self.ready)
+        return {"connected": len(self.connected), "expected": len(self.names),
+                "ready": not missing, "missing": missing, "routes": len(self.routes)}
+
+    def _not_connected(self) -> str | None:
+        missing = sorted(n for d, n in self.names.items() if d not in self.ready)
+        return f"datapaths not connected: {', '.join(missing)}" if missing else None
+
+    def _replace(self, specs: list[rules.RouteSpec], flows: list[rules.FlowRule]) -> None:
+        """Delete every schedule route, add ``flows``, barrier everywhere; RuntimeError when a
+        datapath reports an error or does not answer."""
+        errors_before = {d: len(e) for d, e in self.errors.items()}
+        waiters = {}
+        for dpid, dp in self.connected.items():
+            dp.send_msg(self._delete(dp, rules.SCHEDULE_BIT, rules.SCHEDULE_BIT))
+            for rule in flows:
+                if rule.dpid == dpid:
+                    dp.send_msg(self._flow_mod(dp, rule))
+            waiters[dpid] = self._barrier(dp)
+        self.routes, self.route_flows = specs, flows
+        late = self._wait(waiters, REPLY_TIMEOUT_S)
+        if late:
+            raise RuntimeError("no barrier reply from " + ", ".join(self.names[d] for d in late))
+        failed = [self.names[d] for d, e in self.errors.items() if len(e) > errors_before.get(d, 0)]
+        if failed:
+            raise RuntimeError("OpenFlow errors from " + ", ".join(failed))
+
+    def put_routes(self, specs: list[rules.RouteSpec]) -> dict:
+        """Install ``specs`` (already validated) in place of the current schedule routes."""
+        flows = rules.route_rules(self.topo, specs)
+        with self.lock:
+            self._replace(specs, flows)
+        LOG.info("installed %d routes (%d rules)", len(specs), len(flows))
+        return {"installed": [
+            {**asdict(s), "cookie": rules.route_cookie(i),
+             "datapaths": rules.route_datapaths(self.topo, s)} for i, s in enumerate(specs)],
+            "rules": len(flows)}
+
+    def delete_routes(self) -> dict:
+        """Remove every schedule route."""
+        with self.lock:
+            count = len(self.routes)
+            self._replace([], [])
+        return {"deleted": count}
+
+    def route_stats(self) -> dict:
+        """Counters of every schedule-route rule, per route and datapath."""
+        waiters = {}
+        for dpid, dp in self.connected.items():
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            req = parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                             rules.SCHEDULE_BIT, rules.SCHEDULE_BIT,
+                                             parser.OFPMatch())
+            waiters[dpid] = self._request(dp, req)
+        late = set(self._wait(waiters, REPLY_TIMEOUT_S))
+        counters = [(self.names[d], s.cookie, s.packet_count, s.byte_count)
+                    for d, w in waiters.items() if d not in late for s in w.bodies]
+        missing = [n for d, n in self.names.items() if d in late or d not in waiters]
+        return stats_reply(self.routes, counters, missing)
+
+
+def _json(doc: dict, status: int = 200) -> Response:
+    return Response(status=status, content_type="application/json", charset="utf-8",
+                    body=json.dumps(doc).encode())
+
+
+class Api(ControllerBase):
+    """The JSON API; every handler is quick or waits green."""
+
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.app: TestbedController = data["app"]
+
+    @route("health", "/health", methods=["GET"])
+    def health(self, req, **_):
+        return _json(self.app.health())
+
+    @route("routes", "/routes", methods=["GET"])
+    def get_routes(self, req, **_):
+        return _json({"routes": [asdict(s) for s in self.app.routes]})
+
+    @route("routes", "/routes", methods=["PUT"])
+    def put_routes(self, req, **_):
+        try:
+            doc = json.loads(req.body or b"null")
+            if isinstance(doc, dict) and "transfers" in doc:
+                found = routes(Schedule.from_json(req.body.decode()))
+            elif isinstance(doc, dict) and set(doc) == {"routes"} and isinstance(
+                    doc["routes"], list):
+                found = doc["routes"]
+            else:
+                raise ValueError('body must be {"routes": [...]} or a Schedule document')
+            specs = rules.validate_routes(self.app.topo, found)
+        except (ValueError, ScheduleError, UnicodeDecodeError) as exc:
+            return _json({"error": str(exc)}, 400)
+        problem = self.app._not_connected()
+        if problem:
+            return _json({"error": problem}, 503)
+        try:
+            return _json(self.app.put_routes(specs))
+        except RuntimeError as exc:
+            return _json({"error": str(exc)}, 500)
+
+    @route("routes", "/routes", methods=["DELETE"])
+    def delete_routes(self, req, **_):
+        try:
+            return _json(self.app.delete_routes())
+        except RuntimeError as exc:
+            return _json({"error": str(exc)}, 500)
+
+    @route("stats", "/routes/stats", methods=["GET"])
+    def stats(self, req, **_):
+        return _json(self.app.route_stats())
+
+
+def _stop(signum, frame):
+    raise SystemExit(0)
+
+
+def run(topology: str, of_port: int, api_host: str, api_port: int,
+        log_file: str | None = None) -> int:
+    """Run the controller in this process until SIGTERM or SIGINT; returns the exit code."""
+    hub.patch(thread=True)
+    logging.basicConfig(filename=log_file, level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    Topology.load(topology)
+    os.environ[TOPOLOGY_ENV] = os.path.abspath(topology)
+    cfg.CONF(args=["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(of_port),
+                   "--wsapi-host", api_host, "--wsapi-port", str(api_port)],
+             project="ryu", version="ryu 4.34")
+    signal.signal(signal.SIGTERM, _stop)
+    manager = app_manager.AppManager.get_instance()
+    manager.load_apps([__name__])
+    services = manager.instantiate_apps(**manager.create_contexts())
+    web = start_wsgi(manager)
+    services.append(hub.spawn(web))
+    LOG.info("listening: OpenFlow 127.0.0.1:%d, API %s:%d", of_port, api_host, api_port)
+    try:
+        hub.joinall(services)
+    except (KeyboardInterrupt, SystemExit):
+        LOG.info("stopping")
+    finally:
+        manager.close()
+    return 0

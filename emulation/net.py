@@ -1,0 +1,468 @@
+"""An emulated network: Mininet hosts, Open vSwitch userspace bridges and our controller.
+
+The one module that imports Mininet (lazily, so a missing install gives a clear message).
+Built from a topology graph (``topology.make_graph``):
+
+- BCube and DCell servers relay, so each is a Mininet host (graph name, e.g. ``s00``) plus an
+  OVS bridge (``vs00``) holding its NICs; the host reaches its bridge over an unshaped link (it
+  stands for the server's bus, not a NIC), every graph link is shaped with HTB. Jellyfish
+  servers are plain hosts on their ToR switch.
+- Switches use the userspace datapath (no OVS kernel module here), OpenFlow 1.3, fail mode
+  secure (nothing forwards or floods before the controller's rules), explicit dpids and port
+  numbers decided by ``controller.topofile.layout``. Veth TX/RX checksum offload is off (TCP
+  stalls through the userspace datapath otherwise) unless ``tso=True`` and OVS runs with
+  userspace TSO. Delay and loss cannot be emulated: this kernel has no netem.
+- Hosts: IPv4 by rank, static ARP for every other host, IPv6 off.
+- The controller runs as ``python -m controller``; start() returns once every datapath is
+  connected and its base rules are confirmed. Everything created is recorded in a state file
+  (``emulation.netstate``) so ``clean()`` can remove a crashed run's leftovers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import networkx as nx
+
+from controller.client import ControllerClient, ControllerError
+from controller.topofile import IFNAMSIZ, Topology, layout
+from emulation import netstate
+
+REPO = Path(__file__).resolve().parent.parent
+CONTROLLER_TIMEOUT_S = 60.0
+
+
+class EmulationError(RuntimeError):
+    """The emulated network could not be built, started or used."""
+
+
+def _mininet():
+    try:
+        from mininet.link import TCLink
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import OVSSwitch, RemoteController
+    except ImportError as exc:
+        raise EmulationError(f"Mininet is missing ({exc}): run scripts/setup.sh") from None
+
+    class MarkedSwitch(OVSSwitch):
+        """OVSSwitch whose bridge carries external-ids:allreduce-testbed=<run id>."""
+
+        def __init__(self, name, run_id="", **params):
+            self.run_id = run_id
+            super().__init__(name, **params)
+
+        def bridgeOpts(self):
+            return super().bridgeOpts() + f" external-ids:{netstate.MARK}={self.run_id}"
+
+    class Controller(RemoteController):
+        """Our controller process runs outside Mininet; skip Mininet's telnet probe."""
+
+        def checkListening(self):
+            return None
+
+    return Mininet, MarkedSwitch, Controller, TCLink, setLogLevel
+
+
+def preflight(tso: bool) -> None:
+    """Raise EmulationError naming what is missing: root, mnexec, a running OVS."""
+    fix = "run scripts/setup.sh"
+    if os.geteuid() != 0:
+        raise EmulationError("the emulation needs root")
+    for tool in ("mnexec", "ovs-vsctl", "tc", "ethtool"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            raise EmulationError(f"{tool} is not on PATH: {fix}")
+    try:
+        ok = netstate.vsctl("show", timeout_s=3).returncode == 0 and subprocess.run(
+            ["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"],
+            capture_output=True, timeout=8).returncode == 0
+    except subprocess.TimeoutExpired:
+        ok = False
+    if not ok:
+        raise EmulationError(f"Open vSwitch (ovsdb-server and ovs-vswitchd) is not running: {fix}")
+    if tso:
+        out = netstate.vsctl("get", "Open_vSwitch", ".", "other_config:userspace-tso-enable")
+        if out.stdout.strip().strip('"') != "true":
+            raise EmulationError("tso=True needs OVS started with other_config:"
+                                 "userspace-tso-enable=true (OVS_TSO=1 scripts/setup.sh)")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def plan_links(topo: Topology) -> list[dict]:
+    """Every veth pair to create: Mininet node names, port numbers, interface names, rate.
+
+    Graph links are shaped at their ``bw_mbps``; a server's host-to-own-bridge link is not."""
+    graph, dps = topo.graph, topo.datapaths
+
+    def node(v: str) -> str:
+        return dps[v].bridge if v in dps else v
+
+    def port(v: str, peer: str) -> int:
+        return dps[v].ports[peer] if v in dps else 0
+
+    def intf(v: str, number: int) -> str:
+        name = f"{node(v)}-eth{number}"
+        if len(name) > IFNAMSIZ:
+            short = f"d{dps[v].dpid}" if v in dps else f"h{graph.nodes[v]['rank']}"
+            name = f"{short}-eth{number}"
+        return name
+
+    links = []
+    for v in topo.hosts:
+        if v in dps:
+            links.append({"a": v, "b": dps[v].bridge, "port_a": 0, "port_b": dps[v].ports[v],
+                          "intf_a": intf(v, 0), "intf_b": intf(v, dps[v].ports[v]),
+                          "bw_mbps": None, "host_link": True})
+    for a, b, data in graph.edges(data=True):
+        if a not in dps:
+            a, b = b, a
+        pa, pb = port(a, b), port(b, a)
+        links.append({"a": node(a), "b": node(b), "port_a": pa, "port_b": pb,
+                      "intf_a": intf(a, pa), "intf_b": intf(b, pb),
+                      "bw_mbps": data.get("bw_mbps"), "host_link": False})
+    return links
+
+
+class EmulatedNetwork:
+    """A Mininet network of ``graph`` steered by our controller; a context manager.
+
+    ``bw_mbps`` overrides every graph link's ``bw_mbps``. ``start()`` returns once the
+    controller has every datapath connected with base rules installed; ``stop()`` (idempotent)
+    always removes everything, also after a failed start."""
+
+    def __init__(self, graph: nx.Graph, workdir: Path, of_port: int = 6653,
+                 api_port: int = 8080, bw_mbps: float | None = None, tso: bool = False):
+        if bw_mbps is not None and not bw_mbps > 0:
+            raise ValueError(f"bw_mbps must be > 0, got {bw_mbps!r}")
+        self.graph = graph.copy()
+        if bw_mbps is not None:
+            nx.set_edge_attributes(self.graph, float(bw_mbps), "bw_mbps")
+            self.graph.graph["bw_mbps"] = float(bw_mbps)
+        self.workdir = Path(workdir)
+        self.of_port, self.api_port, self.tso = of_port, api_port, tso
+        self.topology = layout(self.graph)
+        self.topology_file = self.workdir / "topology.json"
+        self.client = ControllerClient("127.0.0.1", api_port)
+        self.timings: dict[str, float] = {}
+        self.net = None
+        self.controller: subprocess.Popen | None = None
+        self._procs: list = []
+        self._previous_sigterm = None
+        self.state = netstate.RunState(
+            run_id=f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+            owner_pid=os.getpid(), owner_cmdline=netstate.cmdline(os.getpid()),
+            workdir=str(self.workdir))
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def __enter__(self) -> EmulatedNetwork:
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_exit)
+        try:
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
+
+    def start(self) -> None:
+        """Build the network, start the controller, wait for every datapath and base rule."""
+        t0 = time.monotonic()
+        preflight(self.tso)
+        links = plan_links(self.topology)
+        self.state.bridges = [dp.bridge for dp in self.topology.datapaths.values()]
+        self.state.root_intfs = [
+            name for link in links for name, end in (("intf_a", "a"), ("intf_b", "b"))
+            for name in [link[name]] if link[end] not in self.topology.hosts]
+        self._check_free()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.topology.save(self.topology_file)
+        self.state.save()
+        self._start_controller()
+        self._build(links)
+        # Bridges created before the controller listens back off for seconds: wait for it.
+        self._wait_controller(t0, ready=False)
+        self.net.start()
+        self._check_ports()
+        self.timings["network_up_s"] = time.monotonic() - t0
+        self._wait_controller(t0)
+
+    def _check_free(self) -> None:
+        netstate.clean()
+        taken = [n for n in self.state.bridges + self.state.root_intfs if netstate.link_exists(n)]
+        if taken:
+            raise EmulationError(f"interfaces {', '.join(taken[:5])} already exist (another "
+                                 "emulated network is running?); `python -m emulation.run "
+                                 "--clean` removes a crashed run's leftovers")
+        for port in (self.of_port, self.api_port):
+            if not _port_free(port):
+                raise EmulationError(f"port 127.0.0.1:{port} is in use (another controller?)")
+
+    def _start_controller(self) -> None:
+        log = self.workdir / "controller.log"
+        cmd = [sys.executable, "-m", "controller", "--topology", str(self.topology_file),
+               "--of-port", str(self.of_port), "--api", f"127.0.0.1:{self.api_port}",
+               "--log", str(log)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+        with open(self.workdir / "controller.out", "wb") as out:
+            self.controller = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                               stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                               start_new_session=True)
+        self.state.controller_pid = self.controller.pid
+        self.state.controller_marker = str(self.topology_file)
+        self.state.save()
+
+    def _build(self, links: list[dict]) -> None:
+        Mininet, MarkedSwitch, Controller, TCLink, setLogLevel = _mininet()
+        setLogLevel(os.environ.get("ARTB_MININET_LOG", "warning"))
+        topo = self.topology
+        self.net = net = Mininet(topo=None, build=False, controller=None, cleanup=False)
+        net.addController(Controller("c0", ip="127.0.0.1", port=self.of_port))
+        sysctls = ("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
+                   "net.ipv6.conf.default.disable_ipv6=1 net.ipv6.conf.lo.disable_ipv6=1")
+        for name, addr in topo.hosts.items():
+            host = net.addHost(name, ip=f"{addr.ip}/16", mac=addr.mac)
+            self.state.host_pids[name] = host.pid
+            host.cmd(sysctls)
+        self.state.save()
+        for dp in topo.datapaths.values():
+            net.addSwitch(dp.bridge, cls=MarkedSwitch, dpid=f"{dp.dpid:016x}", datapath="user",
+                          protocols="OpenFlow13", failMode="secure", batch=True,
+                          run_id=self.state.run_id)
+        offload = {"txo": self.tso, "rxo": self.tso}
+        for link in links:
+            shaping = {"bw": link["bw_mbps"]} if link["bw_mbps"] else {}
+            net.addLink(link["a"], link["b"], port1=link["port_a"], port2=link["port_b"],
+                        intfName1=link["intf_a"], intfName2=link["intf_b"], cls=TCLink,
+                        **offload, **shaping)
+        for name in self.state.root_intfs:
+            _write(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "1")
+        net.build()
+        for name, host in ((n, net.get(n)) for n in topo.hosts):
+            self._static_arp(name, host)
+
+    def _static_arp(self, name: str, host) -> None:
+        intf = host.defaultIntf().name
+        lines = [f"neigh replace {a.ip} lladdr {a.mac} dev {intf} nud permanent"
+                 for other, a in self.topology.hosts.items() if other != name]
+        batch = self.workdir / f"arp-{name}.batch"
+        batch.write_text("\n".join(lines) + "\n")
+        out = host.cmd(f"ip -batch {batch} && echo ARP-OK")
+        if "ARP-OK" not in out:
+            raise EmulationError(f"static ARP entries on {name} failed: {out.strip()[:200]}")
+        batch.unlink()
+
+    def _check_ports(self) -> None:
+        """OVS honours ofport_request unless the number is taken: check every port number."""
+        out = netstate.vsctl("--format=json", "--columns=name,ofport", "list", "Interface")
+        ofport = {name: port for name, port in json.loads(out.stdout)["data"]}
+        for link in plan_links(self.topology):
+            for end, p in (("intf_a", "port_a"), ("intf_b", "port_b")):
+                if link[p] and ofport.get(link[end]) != link[p]:
+                    raise EmulationError(f"OVS gave {link[end]} OpenFlow port "
+                                         f"{ofport.get(link[end])}, not {link[p]}")
+
+    def _wait_controller(self, t0: float, ready: bool = True) -> None:
+        """Poll /health until the API answers (``ready=False``) or every datapath is ready."""
+        deadline = time.monotonic() + CONTROLLER_TIMEOUT_S
+        health: dict = {}
+        while time.monotonic() < deadline:
+            if self.controller.poll() is not None:
+                raise EmulationError("the controller exited (code "
+                                     f"{self.controller.returncode}):\n{self._controller_log()}")
+            try:
+                health = self.client.health()
+            except ControllerError:
+                health = {}
+            if health and not ready:
+                return
+            if health and health["connected"] == health["expected"]:
+                self.timings.setdefault("controller_connected_s", time.monotonic() - t0)
+            if health.get("ready"):
+                self.timings["base_rules_installed_s"] = time.monotonic() - t0
+                return
+            time.sleep(0.05)
+        raise EmulationError(
+            f"controller not ready after {CONTROLLER_TIMEOUT_S:.0f} s: "
+            f"{health.get('connected', 0)} of {len(self.topology.datapaths)} datapaths "
+            f"connected, waiting for {', '.join(health.get('missing', [])[:6]) or 'its API'}"
+            f"\n{self._controller_log()}")
+
+    def _controller_log(self, lines: int = 15) -> str:
+        text = ""
+        for name in ("controller.out", "controller.log"):
+            path = self.workdir / name
+            if path.exists():
+                text += "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
+        return text
+
+    def stop(self) -> None:
+        """Tear everything down (idempotent): workers, Mininet, controller, leftovers, state."""
+        for proc in self._procs:
+            _kill(proc)
+        self._procs = []
+        net, self.net = self.net, None
+        if net is not None:
+            try:
+                net.stop()
+            except Exception as exc:  # keep tearing down; report at the end
+                print(f"emulation: Mininet stop failed: {exc}", file=sys.stderr)
+            for c in net.controllers:
+                c.terminate()
+        if self.controller is not None:
+            netstate.terminate(self.controller.pid, str(self.topology_file))
+            self.controller.wait()
+            self.controller = None
+        if self.state.path.exists():
+            netstate.remove_run(self.state)
+
+    # --- using the network ------------------------------------------------------------------
+
+    def host(self, name: str):
+        """The Mininet host of server ``name``."""
+        if self.net is None:
+            raise EmulationError("the network is not running")
+        return self.net.get(name)
+
+    def ip(self, name: str) -> str:
+        """IPv4 address of server ``name``."""
+        return self.topology.ip(name)
+
+    def popen(self, name: str, *args, **kwargs):
+        """Start a process inside host ``name``; stop() kills it if it still runs."""
+        proc = self.host(name).popen(*args, **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def ping_all(self, timeout_s: float = 1.0) -> dict:
+        """One ping between every ordered pair of servers, all hosts at once:
+        ``{"sent", "received", "loss_pct", "failed": [(src, dst), ...]}``."""
+        hosts = list(self.topology.hosts)
+        for src in hosts:
+            targets = " ".join(self.ip(d) for d in hosts if d != src)
+            self.host(src).sendCmd(
+                f"for ip in {targets}; do (ping -c1 -W{max(1, round(timeout_s))} -q $ip "
+                ">/dev/null 2>&1 && echo OK $ip || echo FAIL $ip) & done; wait")
+        failed, sent = [], 0
+        by_ip = {self.ip(h): h for h in hosts}
+        for src in hosts:
+            for line in self.host(src).waitOutput().splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0] in ("OK", "FAIL"):
+                    sent += 1
+                    if parts[0] == "FAIL":
+                        failed.append((src, by_ip[parts[1]]))
+        expected = len(hosts) * (len(hosts) - 1)
+        if sent != expected:
+            raise EmulationError(f"ping_all: {sent} results for {expected} pairs")
+        return {"sent": sent, "received": sent - len(failed),
+                "loss_pct": 100.0 * len(failed) / sent if sent else 0.0, "failed": failed}
+
+    def measure_goodput(self, src: str, dst: str, seconds: float = 3.0, port: int = 5001,
+                        warmup_s: float = 0.5) -> float:
+        """Single TCP flow src -> dst for ``seconds`` (base routes, or a schedule route when
+        ``port`` is one); the receiver's goodput in Mbit/s after ``warmup_s``."""
+        receiver = self.popen(dst, [sys.executable, "-c", _RECEIVER, self.ip(dst), str(port),
+                                    str(warmup_s)], text=True)
+        sender = self.popen(src, [sys.executable, "-c", _SENDER, self.ip(dst), str(port),
+                                  str(seconds)], text=True)
+        try:
+            out, err = receiver.communicate(timeout=seconds + 20)
+            sender.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            raise EmulationError(f"goodput probe {src}->{dst} timed out") from None
+        finally:
+            _kill(sender)
+            _kill(receiver)
+        if receiver.returncode != 0 or sender.returncode != 0:
+            raise EmulationError(f"goodput probe {src}->{dst} failed: {err.strip()[-300:]}"
+                                 f"{sender.stderr.read()[-300:] if sender.stderr else ''}")
+        result = json.loads(out)
+        return result["bytes"] * 8 / result["seconds"] / 1e6
+
+
+def _write(path: str, value: str) -> None:
+    try:
+        Path(path).write_text(value)
+    except OSError:
+        pass
+
+
+def _kill(proc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+_RECEIVER = r"""
+import json, socket, sys, time
+ip, port, warmup = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((ip, port)); srv.listen(1); srv.settimeout(15)
+conn, _ = srv.accept(); conn.settimeout(15)
+first = start = last = None; counted = 0
+while True:
+    chunk = conn.recv(1 << 16)
+    if not chunk:
+        break
+    now = time.monotonic()
+    if first is None:
+        first = now
+    elif start is None:
+        if now - first >= warmup:
+            start = now
+    else:
+        counted += len(chunk); last = now
+print(json.dumps({"bytes": counted, "seconds": (last - start) if last else 1e-9}))
+"""
+
+_SENDER = r"""
+import socket, sys, time
+ip, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+deadline = time.monotonic() + 10
+while True:
+    try:
+        s = socket.create_connection((ip, port), timeout=2); break
+    except OSError:
+        if time.monotonic() > deadline: raise
+        time.sleep(0.05)
+block = b"x" * (1 << 16); end = time.monotonic() + seconds
+while time.monotonic() < end:
+    s.sendall(block)
+s.close()
+"""
