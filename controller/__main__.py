@@ -33,6 +33,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="HTTP API address, loopback only (default 127.0.0.1:8080)")
     parser.add_argument("--log", type=Path, default=None, help="log file (default stderr)")
     args = parser.parse_args(argv)
+    try:
+        import eventlet
+    except ImportError as exc:
+        print(f"python -m controller: Ryu is missing ({exc}): run scripts/setup.sh",
+              file=sys.stderr)
+        return 2
+    # Ryu's hub.patch() is eventlet.monkey_patch(); patching before the heavy imports saves
+    # seconds (eventlet re-greens every lock that already exists, one gc pass each).
+    eventlet.monkey_patch()
     from controller.topofile import Topology
 
     try:

@@ -301,8 +301,12 @@ class Api(ControllerBase):
         return _json(self.app.route_stats())
 
 
+_STOP = {"requested": False}
+
+
 def _stop(signum, frame):
-    raise SystemExit(0)
+    # Only set a flag: raising here would hit whichever green thread happens to run.
+    _STOP["requested"] = True
 
 
 def run(topology: str, of_port: int, api_host: str, api_port: int,
@@ -317,6 +321,7 @@ def run(topology: str, of_port: int, api_host: str, api_port: int,
                    "--wsapi-host", api_host, "--wsapi-port", str(api_port)],
              project="ryu", version="ryu 4.34")
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     manager = app_manager.AppManager.get_instance()
     manager.load_apps([__name__])
     services = manager.instantiate_apps(**manager.create_contexts())
@@ -324,8 +329,8 @@ def run(topology: str, of_port: int, api_host: str, api_port: int,
     services.append(hub.spawn(web))
     LOG.info("listening: OpenFlow 127.0.0.1:%d, API %s:%d", of_port, api_host, api_port)
     try:
-        hub.joinall(services)
-    except (KeyboardInterrupt, SystemExit):
+        while not _STOP["requested"] and not all(t.dead for t in services):
+            hub.sleep(0.2)
         LOG.info("stopping")
     finally:
         manager.close()

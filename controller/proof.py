@@ -46,16 +46,20 @@ class ProofReport:
 
     def summary(self) -> str:
         """One line per failure (or 'ok: N routes proven')."""
-        lines = list(self.errors)
-        for r in self.routes:
-            lines += [f"{r.src}->{r.dst} port {r.tcp_port}: {e}" for e in r.errors]
+        lines = self.all_errors()
         return "\n".join(lines) if lines else f"ok: {len(self.routes)} routes proven"
 
+    def all_errors(self) -> list[str]:
+        """Every error: global ones, then per route prefixed with the route."""
+        return list(self.errors) + [f"{r.src}->{r.dst} port {r.tcp_port}: {e}"
+                                    for r in self.routes for e in r.errors]
+
     def to_dict(self) -> dict:
-        """A JSON-ready form of the report."""
+        """A JSON-ready form of the report: ``ok``, ``errors`` (all of them, flattened) and
+        per route its verdict and byte counters."""
         return {
             "ok": self.ok,
-            "errors": list(self.errors),
+            "errors": self.all_errors(),
             "routes": [
                 {"src": r.src, "dst": r.dst, "path": list(r.path), "tcp_port": r.tcp_port,
                  "ok": r.ok, "errors": r.errors, "warnings": r.warnings,
@@ -111,7 +115,14 @@ def _routes_and_payload(chosen: Any) -> tuple[list, dict[tuple, int]]:
 
 
 def verify_routes(chosen: Any, topo: Topology, stats: dict,
-                  min_bytes: dict[int, int] | None = None) -> ProofReport:
+                  min_bytes: dict[int, int] | None = None) -> dict:
+    """``check_routes(...).to_dict()``: the proof as a JSON-ready dict with ``ok`` and
+    ``errors``."""
+    return check_routes(chosen, topo, stats, min_bytes).to_dict()
+
+
+def check_routes(chosen: Any, topo: Topology, stats: dict,
+                 min_bytes: dict[int, int] | None = None) -> ProofReport:
     """Check, per chosen route, that its rules moved bytes on every datapath of its path, both
     for data (forward) and ACKs (reverse), and that no rule of it counted anywhere else.
 

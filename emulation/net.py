@@ -346,6 +346,28 @@ class EmulatedNetwork:
 
     # --- using the network ------------------------------------------------------------------
 
+    @property
+    def servers(self) -> list[str]:
+        """Server names by rank."""
+        return sorted(self.topology.hosts, key=lambda v: self.graph.nodes[v]["rank"])
+
+    def cli(self) -> None:
+        """Open Mininet's interactive CLI on the running network."""
+        from mininet.cli import CLI
+
+        CLI(self.net)
+
+    def calibrate(self, seconds: float = 3.0) -> dict:
+        """Single-flow probe between the first two servers over their base (shortest) path:
+        configured bottleneck rate, measured goodput and their ratio."""
+        src, dst = self.servers[0], self.servers[1]
+        path = nx.shortest_path(self.graph, src, dst)
+        configured = min(self.graph.edges[a, b]["bw_mbps"] for a, b in zip(path, path[1:]))
+        measured = self.measure_goodput(src, dst, seconds)
+        return {"src": src, "dst": dst, "path": path, "seconds": seconds,
+                "configured_mbps": configured, "measured_mbps": measured,
+                "goodput_ratio": measured / configured}
+
     def host(self, name: str):
         """The Mininet host of server ``name``."""
         if self.net is None:
@@ -407,6 +429,16 @@ class EmulatedNetwork:
                                  f"{sender.stderr.read()[-300:] if sender.stderr else ''}")
         result = json.loads(out)
         return result["bytes"] * 8 / result["seconds"] / 1e6
+
+
+def clean(force: bool = False) -> list[str]:
+    """Remove the leftovers of crashed runs (our bridges, interfaces, host shells and
+    controllers only; ``force`` also those of runs still alive); what was removed."""
+    removed = netstate.clean(force=force)
+    return ([f"run {r}" for r in removed["runs"]]
+            + [f"process {p}" for p in removed["processes"]]
+            + [f"bridge {b}" for b in removed["bridges"]]
+            + [f"link {name}" for name in removed["links"]])
 
 
 def _write(path: str, value: str) -> None:
