@@ -16,6 +16,7 @@ import pytest
 import topology as tp
 from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
+from traffic.schedule import Schedule, Transfer
 
 REPO = Path(__file__).resolve().parents[2]
 needs_ryu = pytest.mark.skipif(importlib.util.find_spec("ryu") is None,
@@ -91,6 +92,12 @@ def test_controller_process_without_switches(tmp_path):
             with pytest.raises(ControllerError, match=message) as exc:
                 client.request("PUT", "/routes", body)
             assert exc.value.status == status
+        # a Schedule document is accepted too: it validates, then no datapath is connected
+        graph = tp.make_graph("bcube", n=2, k=1)
+        schedule = Schedule(graph.graph["spec"], 8, "int32", (
+            Transfer(0, "s00", "s11", 0, 2, "copy", tuple(good["path"])),))
+        with pytest.raises(ControllerError, match="HTTP 503") as exc:
+            client.put_routes(schedule)
         stats = client.route_stats()
         assert stats["routes"] == [] and not stats["complete"]
         with pytest.raises(ControllerError, match="HTTP 404"):

@@ -109,6 +109,34 @@ def test_pinned_tcp_transfer_uses_its_path_only(tmp_path):
     assert not [b for b, run in netstate.marked_bridges().items()]
 
 
+def test_failed_start_leaves_nothing(tmp_path, monkeypatch):
+    def broken(self, links):
+        raise RuntimeError("injected failure after the bridges exist")
+
+    monkeypatch.setattr(EmulatedNetwork, "_shape_switch_ports", broken)
+    net = network(tp.make_graph("bcube", n=2, k=1), tmp_path)
+    with pytest.raises(RuntimeError, match="injected"):
+        with net:
+            pass
+    assert net.controller is None and net.net is None
+    assert not net.state.path.exists()
+    assert net.state.run_id not in netstate.marked_bridges().values()
+    net.stop()  # idempotent
+
+
+def test_name_clash_is_refused_before_anything_starts(tmp_path):
+    subprocess.run(["ip", "link", "add", "w0_0-eth1", "type", "veth", "peer", "name",
+                    "artb-clash0"], check=True)
+    try:
+        net = network(tp.make_graph("bcube", n=2, k=1), tmp_path)
+        with pytest.raises(RuntimeError, match="w0_0-eth1 already exist"):
+            net.start()
+        assert net.controller is None
+        net.stop()
+    finally:
+        subprocess.run(["ip", "link", "del", "w0_0-eth1"], check=True)
+
+
 SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
