@@ -188,8 +188,8 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         ranks = {s: graph.nodes[s]["rank"] for s in net.servers}
 
         def spawn(server: str, argv: list[str]) -> subprocess.Popen:
-            return net.host(server).popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL)
+            return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
 
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
