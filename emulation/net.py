@@ -165,10 +165,12 @@ class EmulatedNetwork:
 
     ``bw_mbps`` overrides every graph link's ``bw_mbps``. ``start()`` returns once the
     controller has every datapath connected with base rules installed; ``stop()`` (idempotent)
-    always removes everything, also after a failed start."""
+    always removes everything, also after a failed start. One network runs per machine at a
+    time: ``start()`` waits up to ``wait_s`` for another one to finish."""
 
     def __init__(self, graph: nx.Graph, workdir: Path, of_port: int = 6653,
-                 api_port: int = 8080, bw_mbps: float | None = None, tso: bool = False):
+                 api_port: int = 8080, bw_mbps: float | None = None, tso: bool = False,
+                 wait_s: float = 600.0):
         if bw_mbps is not None and not bw_mbps > 0:
             raise ValueError(f"bw_mbps must be > 0, got {bw_mbps!r}")
         self.graph = graph.copy()
@@ -177,6 +179,8 @@ class EmulatedNetwork:
             self.graph.graph["bw_mbps"] = float(bw_mbps)
         self.workdir = Path(workdir)
         self.of_port, self.api_port, self.tso = of_port, api_port, tso
+        self.wait_s = wait_s
+        self._lock = netstate.NetworkLock()
         self.topology = layout(self.graph)
         self.topology_file = self.workdir / "topology.json"
         self.client = ControllerClient("127.0.0.1", api_port)
@@ -213,8 +217,12 @@ class EmulatedNetwork:
 
     def start(self) -> None:
         """Build the network, start the controller, wait for every datapath and base rule."""
-        t0 = time.monotonic()
         preflight(self.tso)
+        try:
+            self._lock.acquire(self.state.run_id, self.wait_s)
+        except TimeoutError as exc:
+            raise EmulationError(str(exc)) from None
+        t0 = time.monotonic()
         links = plan_links(self.topology)
         self.state.bridges = [dp.bridge for dp in self.topology.datapaths.values()]
         self.state.root_intfs = [
@@ -388,6 +396,7 @@ class EmulatedNetwork:
             self.controller = None
         if self.state.path.exists():
             netstate.remove_run(self.state)
+        self._lock.release()
 
     # --- using the network ------------------------------------------------------------------
 

@@ -9,10 +9,12 @@ signalling it. No Mininet import here.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +54,50 @@ class RunState:
     def remove(self) -> None:
         """Delete the state file."""
         self.path.unlink(missing_ok=True)
+
+
+class NetworkLock:
+    """One emulated network per machine at a time: they would share names (graph names are
+    the join key) and the one OVS forwarding thread. An flock, so a crashed holder releases
+    it; the file names the holder for the waiting message."""
+
+    def __init__(self) -> None:
+        self._file = None
+
+    def acquire(self, run_id: str, timeout_s: float) -> None:
+        """Take the lock, waiting up to ``timeout_s``; TimeoutError naming the holder."""
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        f = open(STATE_DIR / "lock", "a+")
+        deadline, told = time.monotonic() + timeout_s, False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                f.seek(0)
+                holder = f.read().strip() or "unknown"
+                if time.monotonic() >= deadline:
+                    f.close()
+                    raise TimeoutError("another emulated network is running "
+                                       f"({holder}); waited {timeout_s:.0f} s") from None
+                if not told:
+                    print(f"emulation: waiting for another emulated network to finish "
+                          f"({holder})", file=sys.stderr, flush=True)
+                    told = True
+                time.sleep(0.2)
+        f.seek(0)
+        f.truncate()
+        f.write(f"run {run_id}, pid {os.getpid()}\n")
+        f.flush()
+        self._file = f
+
+    def release(self) -> None:
+        """Give the lock back (idempotent)."""
+        if self._file is not None:
+            self._file.truncate(0)
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
 
 
 def cmdline(pid: int) -> str:

@@ -124,6 +124,19 @@ def test_failed_start_leaves_nothing(tmp_path, monkeypatch):
     net.stop()  # idempotent
 
 
+def test_one_network_at_a_time(tmp_path):
+    other = netstate.NetworkLock()
+    other.acquire("someone-else", timeout_s=5)
+    try:
+        net = EmulatedNetwork(tp.make_graph("bcube", n=2, k=1), tmp_path, wait_s=0.5)
+        with pytest.raises(RuntimeError, match="another emulated network is running "
+                                               r"\(run someone-else"):
+            net.start()
+        net.stop()
+    finally:
+        other.release()
+
+
 def test_name_clash_is_refused_before_anything_starts(tmp_path):
     subprocess.run(["ip", "link", "add", "w0_0-eth1", "type", "veth", "peer", "name",
                     "artb-clash0"], check=True)
