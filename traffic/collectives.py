@@ -1,0 +1,254 @@
+"""The baseline AllReduce collectives: ring, parameter server (plain and sharded), pipelined
+tree, double tree and the topology-aware multitree, each a function
+``(graph, size_bytes, dtype='float32') -> Schedule``.
+
+Every schedule passes ``traffic.schedule.validate`` on BCube, DCell, Jellyfish and any
+connected graph whose servers carry ``role`` and ``rank``. Pure: standard library, networkx
+and numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import networkx as nx
+import numpy as np
+
+from traffic.hierarchical import bcube_multitree
+from traffic.overlay import Router, depth, spt_tree, topology_of
+from traffic.rings import emit_ring, ring_packing, tour
+from traffic.schedule import DTYPES, Schedule, segments
+from traffic.trees import Builder, emit_tree
+
+
+def _elements(size_bytes: int, dtype: str) -> int:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    item = DTYPES[dtype]
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int | np.integer):
+        raise ValueError(f"size_bytes must be an integer, got {size_bytes!r}")
+    if size_bytes < item or size_bytes % item:
+        raise ValueError(f"size_bytes {size_bytes} is not a positive multiple of {item} "
+                         f"({dtype})")
+    return int(size_bytes) // item
+
+
+def _schedule(graph: nx.Graph, size_bytes: int, dtype: str, builder: Builder, algo: str,
+              **meta: object) -> Schedule:
+    return Schedule(topology=topology_of(graph), size_bytes=int(size_bytes), dtype=dtype,
+                    transfers=tuple(builder.transfers), algo=algo, meta=dict(meta))
+
+
+def _router(graph: nx.Graph) -> Router:
+    router = Router(graph)
+    if not router.servers:
+        raise ValueError("the graph has no servers (nodes with role 'server')")
+    return router
+
+
+# -- ring ------------------------------------------------------------------------------------
+
+def _gray_order(graph: nx.Graph, router: Router) -> list[str]:
+    """BCube servers in a cyclic n-ary Gray code: neighbours differ in one digit, so every
+    ring hop crosses exactly one switch (wrap-around included)."""
+    n, k = graph.graph["spec"]["params"]["n"], graph.graph["spec"]["params"]["k"]
+    by_address = {tuple(a): v for v, a in graph.nodes(data="address") if a is not None}
+    order = []
+    for count in range(n ** (k + 1)):
+        digits = [(count // n ** (k - i)) % n for i in range(k + 1)]
+        gray = [digits[0]] + [(digits[i] - digits[i - 1]) % n for i in range(1, k + 1)]
+        order.append(by_address[tuple(gray)])
+    return order
+
+
+def _tour(router: Router) -> list[str]:
+    """A short cyclic order of the servers by hop distance."""
+    names = router.servers
+    dist = np.array([[router.hops(u, v) for v in names] for u in names], dtype=float)
+    return [names[i] for i in tour(dist)]
+
+
+def ring_order(graph: nx.Graph) -> list[str]:
+    """The ring order the ``ring`` collective uses: a Gray code on BCube, a short tour by
+    hop distance elsewhere."""
+    router = _router(graph)
+    spec = graph.graph.get("spec")
+    if spec is not None and spec["family"] == "bcube":
+        return _gray_order(graph, router)
+    return _tour(router)
+
+
+def ring(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
+         order: list[str] | None = None) -> Schedule:
+    """Ring AllReduce: N-1 reduce-scatter steps then N-1 all-gather steps of one chunk
+    (1/N of the buffer) per server, each hop on a shortest path.
+
+    The order keeps ring neighbours close (``ring_order``, or ``order``); hop paths are
+    chosen to spread load. Each send waits only for the chunk it forwards to have arrived.
+    """
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    order = list(order) if order is not None else ring_order(graph)
+    if sorted(order) != sorted(router.servers):
+        raise ValueError("order must list every server exactly once")
+    n = len(order)
+    paths = [router.path(order[i], order[(i + 1) % n], 1.0) for i in range(n)]
+    builder = Builder()
+    emit_ring(builder, order, paths, 0, elements)
+    return _schedule(graph, size_bytes, dtype, builder, "ring", order=order)
+
+
+# -- parameter servers -----------------------------------------------------------------------
+
+def ps(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *, root: str | None = None,
+       chunks: int = 1) -> Schedule:
+    """Parameter server: every server pushes its buffer to one server (reduce), which sends
+    the sum back to all (copy). The root defaults to the server with the most link capacity
+    and the smallest eccentricity; ``chunks > 1`` pipelines push and pull."""
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    root = root or router.center()
+    if root not in router.rank:
+        raise ValueError(f"root {root!r} is not a server")
+    others = [v for v in router.servers if v != root]
+    pieces = segments(elements, max(1, min(chunks, elements)))
+    up = {v: router.path(v, root, size_bytes) for v in others}
+    down = {v: router.path(root, v, size_bytes) for v in others}
+    builder = Builder()
+    last_push: dict[str, int] = {}
+    last_pull: dict[str, int] = {}
+    for off, cnt in pieces:
+        pushed = []
+        for v in others:
+            last_push[v] = builder.add(v, root, off, cnt, "reduce", up[v], [last_push.get(v)])
+            pushed.append(last_push[v])
+        for v in others:
+            last_pull[v] = builder.add(root, v, off, cnt, "copy", down[v],
+                                       pushed + [last_pull.get(v)])
+    return _schedule(graph, size_bytes, dtype, builder, "ps", root=root)
+
+
+def ps_sharded(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:
+    """Sharded parameter server: server j owns the j-th 1/N of the buffer; every server
+    pushes each shard to its owner (reduce), and owners send the sums back (copy)."""
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    names = router.servers
+    n = len(names)
+    shards = segments(elements, n)
+    builder = Builder()
+    into: dict[int, list[int]] = {j: [] for j in range(len(shards))}
+    for shift in range(1, n):
+        for i, src in enumerate(names):
+            j = (i + shift) % n
+            if j < len(shards):
+                off, cnt = shards[j]
+                path = router.path(src, names[j], cnt)
+                into[j].append(builder.add(src, names[j], off, cnt, "reduce", path))
+    for shift in range(1, n):
+        for j in range(len(shards)):
+            off, cnt = shards[j]
+            dst = names[(j + shift) % n]
+            path = router.path(names[j], dst, cnt)
+            builder.add(names[j], dst, off, cnt, "copy", path, into[j])
+    return _schedule(graph, size_bytes, dtype, builder, "ps-sharded")
+
+
+# -- trees -----------------------------------------------------------------------------------
+
+def _auto_chunks(height: int, elements: int) -> int:
+    """Pipeline depth: enough chunks that filling and draining a tree of ``height`` hops
+    costs about a tenth of the transfer, within [8, 64]."""
+    return max(1, min(elements, max(8, min(64, 10 * height))))
+
+
+def tree(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
+         root: str | None = None, chunks: int | None = None) -> Schedule:
+    """Pipelined tree: reduce to a root along a shortest-path spanning tree, then broadcast
+    back along it, the buffer cut into ``chunks`` pieces that follow each other."""
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    root = root or router.center()
+    spanning = spt_tree(router, root)
+    chunks = chunks or _auto_chunks(depth(spanning, root), elements)
+    builder = Builder()
+    emit_tree(builder, spanning, root, 0, elements, chunks)
+    return _schedule(graph, size_bytes, dtype, builder, "tree", root=root, chunks=chunks)
+
+
+def double_tree(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
+                chunks: int | None = None) -> Schedule:
+    """Two pipelined trees, each reducing and broadcasting half the buffer: the second is
+    rooted at the server farthest from the first root and steered off the first tree's
+    links, so the halves mostly use different links and different NICs."""
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    first = router.center()
+    tree_a = spt_tree(router, first)
+    for _, path in tree_a.values():
+        router.add(path, 1.0)
+        router.add(path[::-1], 1.0)
+    second = router.farthest(first)
+    tree_b = spt_tree(router, second, penalty=2.0)
+    halves = segments(elements, 2)
+    builder = Builder()
+    used = []
+    for (off, cnt), spanning, root in zip(halves, (tree_a, tree_b), (first, second),
+                                          strict=False):
+        c = chunks or _auto_chunks(depth(spanning, root), cnt)
+        emit_tree(builder, spanning, root, off, cnt, c)
+        used.append(root)
+    return _schedule(graph, size_bytes, dtype, builder, "double-tree", roots=used)
+
+
+def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:
+    """Topology-aware multitree: many spanning trees that together load every NIC evenly,
+    the buffer split across them, each reduced to its root and broadcast back.
+
+    BCube: the k+1-level reduce-scatter / all-gather of ``traffic.hierarchical`` (one
+    digit-correction tree per part and owner, every level busy at once), which meets the
+    bandwidth lower bound. Elsewhere: a greedy packing of directed rings
+    (``traffic.rings.ring_packing``), each on its share of the buffer: a ring is N
+    path-shaped spanning trees (one per chunk) perfectly staggered, so the packing's worst
+    directed-link load sets the time, and the packing minimises it.
+    """
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    names = router.servers
+    n = len(names)
+    spec = graph.graph.get("spec")
+    builder = Builder()
+    if spec is not None and spec["family"] == "bcube" and elements >= n:
+        parts = segments(elements, max(1, min(spec["params"]["k"] + 1, elements // n)))
+        bcube_multitree(builder, graph, parts)
+        return _schedule(graph, size_bytes, dtype, builder, "multitree", style="bcube-levels")
+    rings = ring_packing(router)
+    counts = [int(weight * elements) for weight, _, _ in rings]
+    counts[0] += elements - sum(counts)
+    offset = 0
+    for count, (_, order, hops) in zip(counts, rings, strict=True):
+        if count:
+            emit_ring(builder, order, hops, offset, count)
+        offset += count
+    return _schedule(graph, size_bytes, dtype, builder, "multitree", style="rings",
+                     rings=len(rings))
+
+
+ALGORITHMS: dict[str, Callable[..., Schedule]] = {
+    "ring": ring,
+    "ps": ps,
+    "ps-sharded": ps_sharded,
+    "tree": tree,
+    "double-tree": double_tree,
+    "multitree": multitree,
+}
+
+
+def build(algo: str, graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:
+    """The Schedule of collective ``algo`` (a key of ALGORITHMS) on ``graph``."""
+    try:
+        make = ALGORITHMS[algo]
+    except KeyError:
+        raise ValueError(f"unknown algo {algo!r}; choose one of {', '.join(ALGORITHMS)}") \
+            from None
+    return make(graph, size_bytes, dtype)
