@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,15 +33,14 @@ from pathlib import Path
 import networkx as nx
 
 from controller.client import ControllerClient, ControllerError
-from controller.topofile import IFNAMSIZ, Topology, layout
-from emulation import netstate
+from controller.topofile import layout
+from emulation import netstate, probes
+from emulation.plan import EmulationError, plan_links, port_free, preflight
+
+__all__ = ["EmulatedNetwork", "EmulationError", "clean", "plan_links"]
 
 REPO = Path(__file__).resolve().parent.parent
 CONTROLLER_TIMEOUT_S = 60.0
-
-
-class EmulationError(RuntimeError):
-    """The emulated network could not be built, started or used."""
 
 
 def _mininet():
@@ -90,74 +88,6 @@ def _mininet():
             return None
 
     return Mininet, MarkedSwitch, Controller, TCLink, setLogLevel
-
-
-def preflight(tso: bool) -> None:
-    """Raise EmulationError naming what is missing: root, mnexec, a running OVS."""
-    fix = "run scripts/setup.sh"
-    if os.geteuid() != 0:
-        raise EmulationError("the emulation needs root")
-    for tool in ("mnexec", "ovs-vsctl", "tc", "ethtool"):
-        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
-            raise EmulationError(f"{tool} is not on PATH: {fix}")
-    try:
-        ok = netstate.vsctl("show", timeout_s=3).returncode == 0 and subprocess.run(
-            ["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"],
-            capture_output=True, timeout=8).returncode == 0
-    except subprocess.TimeoutExpired:
-        ok = False
-    if not ok:
-        raise EmulationError(f"Open vSwitch (ovsdb-server and ovs-vswitchd) is not running: {fix}")
-    if tso:
-        out = netstate.vsctl("get", "Open_vSwitch", ".", "other_config:userspace-tso-enable")
-        if out.stdout.strip().strip('"') != "true":
-            raise EmulationError("tso=True needs OVS started with other_config:"
-                                 "userspace-tso-enable=true (OVS_TSO=1 scripts/setup.sh)")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def plan_links(topo: Topology) -> list[dict]:
-    """Every veth pair to create: Mininet node names, port numbers, interface names, rate.
-
-    Graph links are shaped at their ``bw_mbps``; a server's host-to-own-bridge link is not."""
-    graph, dps = topo.graph, topo.datapaths
-
-    def node(v: str) -> str:
-        return dps[v].bridge if v in dps else v
-
-    def port(v: str, peer: str) -> int:
-        return dps[v].ports[peer] if v in dps else 0
-
-    def intf(v: str, number: int) -> str:
-        name = f"{node(v)}-eth{number}"
-        if len(name) > IFNAMSIZ:
-            short = f"d{dps[v].dpid}" if v in dps else f"h{graph.nodes[v]['rank']}"
-            name = f"{short}-eth{number}"
-        return name
-
-    links = []
-    for v in topo.hosts:
-        if v in dps:
-            links.append({"a": v, "b": dps[v].bridge, "port_a": 0, "port_b": dps[v].ports[v],
-                          "intf_a": intf(v, 0), "intf_b": intf(v, dps[v].ports[v]),
-                          "bw_mbps": None, "host_link": True})
-    for a, b, data in graph.edges(data=True):
-        if a not in dps:
-            a, b = b, a
-        pa, pb = port(a, b), port(b, a)
-        links.append({"a": node(a), "b": node(b), "port_a": pa, "port_b": pb,
-                      "intf_a": intf(a, pa), "intf_b": intf(b, pb),
-                      "bw_mbps": data.get("bw_mbps"), "host_link": False})
-    return links
 
 
 class EmulatedNetwork:
@@ -252,7 +182,7 @@ class EmulatedNetwork:
                                  "emulated network is running?); `python -m emulation.run "
                                  "--clean` removes a crashed run's leftovers")
         for port in (self.of_port, self.api_port):
-            if not _port_free(port):
+            if not port_free(port):
                 raise EmulationError(f"port 127.0.0.1:{port} is in use (another controller?)")
 
     def _start_controller(self) -> None:
@@ -380,7 +310,7 @@ class EmulatedNetwork:
     def stop(self) -> None:
         """Tear everything down (idempotent): workers, Mininet, controller, leftovers, state."""
         for proc in self._procs:
-            _kill(proc)
+            probes.kill(proc)
         self._procs = []
         net, self.net = self.net, None
         if net is not None:
@@ -399,6 +329,15 @@ class EmulatedNetwork:
         self._lock.release()
 
     # --- using the network ------------------------------------------------------------------
+
+    def ping_all(self, timeout_s: float = 1.0) -> dict:
+        """One ping between every ordered pair of servers (``emulation.probes.ping_all``)."""
+        return probes.ping_all(self, timeout_s)
+
+    def measure_goodput(self, src: str, dst: str, seconds: float = 3.0, port: int = 5001,
+                        warmup_s: float = 0.5) -> float:
+        """Mbit/s of one TCP flow src -> dst (``emulation.probes.measure_goodput``)."""
+        return probes.measure_goodput(self, src, dst, seconds, port, warmup_s)
 
     @property
     def servers(self) -> list[str]:
@@ -438,66 +377,6 @@ class EmulatedNetwork:
         self._procs.append(proc)
         return proc
 
-    def ping_all(self, timeout_s: float = 1.0) -> dict:
-        """One ping between every ordered pair of servers, all hosts at once; pairs that miss
-        it (a 2-core machine starting hundreds of pings) get one retry with a longer wait.
-        ``{"sent", "received", "loss_pct", "failed": [(src, dst), ...], "retried"}``."""
-        hosts = list(self.topology.hosts)
-        pairs = {src: [d for d in hosts if d != src] for src in hosts}
-        failed = self._ping(pairs, timeout_s)
-        retry: dict[str, list[str]] = {}
-        for src, dst in failed:
-            retry.setdefault(src, []).append(dst)
-        still = self._ping(retry, 3 * timeout_s) if retry else []
-        sent = sum(len(d) for d in pairs.values())
-        return {"sent": sent, "received": sent - len(still),
-                "loss_pct": 100.0 * len(still) / sent if sent else 0.0, "failed": still,
-                "retried": len(failed)}
-
-    def _ping(self, pairs: dict[str, list[str]], timeout_s: float) -> list[tuple[str, str]]:
-        wait = max(1, round(timeout_s))
-        for src, dsts in pairs.items():
-            targets = " ".join(self.ip(d) for d in dsts)
-            self.host(src).sendCmd(
-                f"for ip in {targets}; do (ping -c1 -W{wait} -q $ip >/dev/null 2>&1 "
-                "&& echo OK $ip || echo FAIL $ip) & done; wait")
-        by_ip = {a.ip: h for h, a in self.topology.hosts.items()}
-        failed, answered = [], 0
-        for src in pairs:
-            for line in self.host(src).waitOutput().splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] in ("OK", "FAIL"):
-                    answered += 1
-                    if parts[0] == "FAIL":
-                        failed.append((src, by_ip[parts[1]]))
-        expected = sum(len(d) for d in pairs.values())
-        if answered != expected:
-            raise EmulationError(f"ping_all: {answered} results for {expected} pairs")
-        return failed
-
-    def measure_goodput(self, src: str, dst: str, seconds: float = 3.0, port: int = 5001,
-                        warmup_s: float = 0.5) -> float:
-        """Single TCP flow src -> dst for ``seconds`` (base routes, or a schedule route when
-        ``port`` is one); the receiver's goodput in Mbit/s after ``warmup_s``."""
-        receiver = self.popen(dst, [sys.executable, "-c", _RECEIVER, self.ip(dst), str(port),
-                                    str(warmup_s)], text=True)
-        sender = self.popen(src, [sys.executable, "-c", _SENDER, self.ip(dst), str(port),
-                                  str(seconds)], text=True)
-        try:
-            out, err = receiver.communicate(timeout=seconds + 20)
-            sender.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            raise EmulationError(f"goodput probe {src}->{dst} timed out") from None
-        finally:
-            _kill(sender)
-            _kill(receiver)
-        if receiver.returncode != 0 or sender.returncode != 0:
-            raise EmulationError(f"goodput probe {src}->{dst} failed: {err.strip()[-300:]}"
-                                 f"{sender.stderr.read()[-300:] if sender.stderr else ''}")
-        result = json.loads(out)
-        return result["bytes"] * 8 / result["seconds"] / 1e6
-
-
 def clean(force: bool = False) -> list[str]:
     """Remove the leftovers of crashed runs (our bridges, interfaces, host shells and
     controllers only; ``force`` also those of runs still alive); what was removed."""
@@ -515,53 +394,5 @@ def _write(path: str, value: str) -> None:
         pass
 
 
-def _kill(proc) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def _raise_exit(signum, frame):
     raise SystemExit(128 + signum)
-
-
-_RECEIVER = r"""
-import json, socket, sys, time
-ip, port, warmup = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((ip, port)); srv.listen(1); srv.settimeout(15)
-conn, _ = srv.accept(); conn.settimeout(15)
-first = start = last = None; counted = 0
-while True:
-    chunk = conn.recv(1 << 16)
-    if not chunk:
-        break
-    now = time.monotonic()
-    if first is None:
-        first = now
-    elif start is None:
-        if now - first >= warmup:
-            start = now
-    else:
-        counted += len(chunk); last = now
-print(json.dumps({"bytes": counted, "seconds": (last - start) if last else 1e-9}))
-"""
-
-_SENDER = r"""
-import socket, sys, time
-ip, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-deadline = time.monotonic() + 10
-while True:
-    try:
-        s = socket.create_connection((ip, port), timeout=2); break
-    except OSError:
-        if time.monotonic() > deadline: raise
-        time.sleep(0.05)
-block = b"x" * (1 << 16); end = time.monotonic() + seconds
-while time.monotonic() < end:
-    s.sendall(block)
-s.close()
-"""
