@@ -1,1 +1,11 @@
-"""simulator"""
+"""Flow-level AllReduce simulator: max-min fair fluid model of a Schedule on a topology.
+
+``simulate(graph, schedule, ...) -> Result`` and ``lower_bound(graph, size_bytes)``. Pure:
+standard library, networkx and numpy only.
+"""
+
+from simulator.bounds import lower_bound
+from simulator.fluid import max_min_rates, simulate
+from simulator.result import Result
+
+__all__ = ["Result", "lower_bound", "max_min_rates", "simulate"]

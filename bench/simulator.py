@@ -1,0 +1,67 @@
+"""Simulator speed: time to build and simulate AllReduce schedules on 16, 64 and 256 servers.
+
+``python bench/simulator.py [--algo ring,multitree] [--size-mb 8]`` prints one line per
+(topology, algorithm): transfers, build and simulation seconds, transfers simulated per
+second. Figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import topology as tp  # noqa: E402
+from simulator import lower_bound, simulate  # noqa: E402
+from traffic.collectives import ALGORITHMS, build  # noqa: E402
+
+CASES = [
+    ("bcube", {"n": 4, "k": 1}),
+    ("bcube", {"n": 8, "k": 1}),
+    ("bcube", {"n": 4, "k": 2}),
+    ("dcell", {"n": 4, "k": 1}),
+    ("jellyfish", {"switches": 16, "ports": 4, "uplinks": 3, "seed": 0}),
+    ("jellyfish", {"switches": 64, "ports": 5, "uplinks": 4, "seed": 0}),
+    ("bcube", {"n": 4, "k": 3}),
+    ("bcube", {"n": 16, "k": 1}),
+]
+
+
+def main() -> None:
+    """Run the benchmark and print a table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default="ring,multitree",
+                        help="comma-separated algorithms (default ring,multitree)")
+    parser.add_argument("--size-mb", type=float, default=8.0, help="buffer, 10^6 bytes")
+    parser.add_argument("--max-servers", type=int, default=256)
+    args = parser.parse_args()
+    algos = args.algo.split(",")
+    for algo in algos:
+        if algo not in ALGORITHMS:
+            parser.error(f"unknown algo {algo!r}")
+    size = int(args.size_mb * 1e6) // 4 * 4
+    print(f"{'topology':<24} {'servers':>7} {'algo':<12} {'transfers':>9} {'build_s':>8} "
+          f"{'sim_s':>8} {'transfers/s':>11} {'makespan/lb':>11}")
+    for family, params in CASES:
+        graph = tp.make_graph(family, bw_mbps=100.0, **params)
+        servers = len(tp.servers(graph))
+        if servers > args.max_servers:
+            continue
+        for algo in algos:
+            t0 = time.perf_counter()
+            schedule = build(algo, graph, size)
+            t1 = time.perf_counter()
+            result = simulate(graph, schedule)
+            t2 = time.perf_counter()
+            count = len(schedule.transfers)
+            ratio = result.makespan_s / lower_bound(graph, size)
+            print(f"{graph.graph['name']:<24} {servers:>7} {algo:<12} {count:>9} "
+                  f"{t1 - t0:>8.3f} {t2 - t1:>8.3f} {count / (t2 - t1):>11.0f} {ratio:>11.3f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

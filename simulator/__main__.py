@@ -1,0 +1,109 @@
+"""``python -m simulator --topo bcube --n 4 --k 1 --algo ring --size-mb 8 --bw-mbps 100``
+
+Builds a baseline AllReduce schedule (or reads one with ``--schedule FILE``), simulates it and
+prints its makespan next to the bandwidth lower bound: a JSON object with ``--json``
+(``--algo all``: a JSON list, one object per algorithm), a table without.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from simulator import lower_bound, simulate
+from topology import from_spec
+from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+from traffic.collectives import ALGORITHMS, build
+from traffic.schedule import DTYPES, Schedule, validate
+
+PROG = "python -m simulator"
+
+#: One MB on the command line, in bytes (SI, like the Mbit/s of link rates).
+MB = 10**6
+
+
+def size_bytes_of(size_mb: float, dtype: str) -> int:
+    """Bytes of a ``size_mb`` MB buffer (10^6 bytes each), rounded to whole elements of
+    ``dtype`` (at least one)."""
+    if not (math.isfinite(size_mb) and size_mb > 0):
+        raise ValueError(f"--size-mb must be > 0, got {size_mb:g}")
+    item = DTYPES[dtype]
+    return max(1, round(size_mb * MB / item)) * item
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description="Simulate an AllReduce schedule on a "
+                            "data-center topology (flow-level, max-min fair).")
+    add_topology_args(parser)
+    parser.add_argument("--algo", default="all", choices=[*ALGORITHMS, "all"],
+                        help="collective to build, or all of them (default: all)")
+    parser.add_argument("--size-mb", type=float, default=8.0,
+                        help="buffer per server in MB of 10^6 bytes, rounded to whole "
+                             "elements (default 8)")
+    parser.add_argument("--dtype", default="float32", choices=list(DTYPES),
+                        help="element type (default float32)")
+    parser.add_argument("--schedule", metavar="FILE",
+                        help="simulate this Schedule JSON instead of building one; the "
+                             "topology comes from the schedule, the link rate from --bw-mbps")
+    parser.add_argument("--validate", action="store_true",
+                        help="also validate built schedules (files are always validated)")
+    parser.add_argument("--startup-s", type=float, default=0.0,
+                        help="start-up cost of every transfer, seconds (default 0)")
+    parser.add_argument("--hop-latency-s", type=float, default=0.0,
+                        help="latency of every link a transfer crosses, seconds (default 0)")
+    parser.add_argument("--goodput", type=float, default=1.0,
+                        help="fraction of each link's rate that carries payload (default 1)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def main() -> int:
+    """Entry point of ``python -m simulator``."""
+    args = _parser().parse_args()
+    if args.schedule:
+        try:
+            with open(args.schedule, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise ValueError(f"cannot read --schedule {args.schedule}: {exc.strerror}") \
+                from None
+        schedule = Schedule.from_json(text)
+        if schedule.topology.get("family") == "custom":
+            raise ValueError("--schedule was made for a custom graph; only bcube, dcell and "
+                             "jellyfish schedules can be rebuilt from their topology")
+        graph = from_spec(schedule.topology, bw_mbps=args.bw_mbps)
+        validate(schedule, graph)
+        jobs = [(schedule.algo or "schedule", schedule)]
+        size = schedule.size_bytes
+    else:
+        graph = graph_from_args(args)
+        size = size_bytes_of(args.size_mb, args.dtype)
+        names = list(ALGORITHMS) if args.algo == "all" else [args.algo]
+        jobs = [(name, None) for name in names]
+    bound = lower_bound(graph, size, goodput=args.goodput)
+    rows = []
+    for name, schedule in jobs:
+        if schedule is None:
+            schedule = build(name, graph, size, args.dtype)
+            if args.validate:
+                validate(schedule, graph)
+        result = simulate(graph, schedule, startup_s=args.startup_s,
+                          hop_latency_s=args.hop_latency_s, goodput=args.goodput)
+        rows.append({"algo": name, "makespan_s": result.makespan_s, "lower_bound_s": bound,
+                     "transfers": len(schedule.transfers)})
+    if args.json:
+        print(json.dumps(rows if args.algo == "all" and not args.schedule else rows[0]))
+        return 0
+    print(f"{graph.graph['name']}, {size} bytes per server, "
+          f"{graph.graph['bw_mbps']:g} Mbit/s links")
+    print(f"{'algo':<12} {'transfers':>9} {'makespan_s':>11} {'lower_bound_s':>13} "
+          f"{'ratio':>6}")
+    for row in rows:
+        ratio = row["makespan_s"] / bound if bound else math.nan
+        print(f"{row['algo']:<12} {row['transfers']:>9} {row['makespan_s']:>11.4f} "
+              f"{row['lower_bound_s']:>13.4f} {ratio:>6.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, PROG)
