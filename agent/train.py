@@ -1,0 +1,186 @@
+"""``python -m agent.train --topo bcube --n 4 --k 1 --out agent/checkpoints/bcube-4-1.pt``
+
+Trains both levels jointly with PPO on one topology instance: every episode the upper
+policy picks a tree per chunk, the lower policy orders the transfers into rounds, the
+simulator runs the Schedule; the upper level receives ``-makespan / lower_bound`` and the
+lower level what its ordering gained over the plan's data-dependency-only makespan (both in
+lower bounds) at their last step. Each update prints one ``losses`` line; the progress bar
+shows the running makespan ratio (to the lower bound and to ring).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from agent.env import EnvConfig
+from agent.policy import new_models, run_episode, save_checkpoint
+from agent.ppo import Rollout, update
+from simulator import lower_bound, simulate
+from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+
+PROG = "python -m agent.train"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything one training run depends on (a ``--config`` JSON file may set any field;
+    unknown keys are errors)."""
+
+    #: Seeds torch, numpy and the action sampler.
+    seed: int = 0
+    #: Episodes to run (one episode = one Schedule simulated).
+    episodes: int = 400
+    #: Stop early after this many seconds of training (0: no limit).
+    time_budget_s: float = 0.0
+    #: Episodes collected before each PPO update.
+    episodes_per_update: int = 8
+    #: Width of both scorer networks.
+    hidden: int = 64
+    #: Adam step size, both levels.
+    lr: float = 1e-3
+    #: Discount (episodes are short and the reward is terminal: no discount).
+    gamma: float = 1.0
+    #: GAE lambda of the upper level (2N decisions per episode, one terminal reward:
+    #: Monte-Carlo returns learned fastest).
+    upper_lambda: float = 1.0
+    #: GAE lambda of the lower level (one decision per transfer, ~1000 per episode).
+    lower_lambda: float = 0.98
+    #: PPO clipping range, entropy and value-loss weights, gradient-norm clip.
+    clip: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    #: Passes over each rollout, and minibatches per pass.
+    update_epochs: int = 4
+    minibatches: int = 4
+    #: Lower level's prior: logit -prior x row index (rows sorted oldest-ready first), so
+    #: an untrained scheduler starts near the FIFO round filler and learns corrections.
+    lower_prior: float = 2.0
+    #: Also train the workload scheduler (else it stays the FIFO round filler).
+    train_lower: bool = True
+    #: What both levels optimise.
+    env: EnvConfig = field(default_factory=EnvConfig)
+
+
+def config_from_file(path: str, **overrides) -> TrainConfig:
+    """A TrainConfig from a JSON file (nested ``env`` object allowed); ValueError on an
+    unknown key."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read config {path}: {exc}") from None
+    known = {f.name for f in fields(TrainConfig)}
+    for key in doc:
+        if key not in known:
+            raise ValueError(f"config {path} has an unknown key {key!r}")
+    env = doc.pop("env", {})
+    env_known = {f.name for f in fields(EnvConfig)}
+    for key in env:
+        if key not in env_known:
+            raise ValueError(f"config {path} has an unknown key env.{key!r}")
+    return TrainConfig(**{**doc, **overrides, "env": EnvConfig(**env)})
+
+
+def ring_makespan(graph: nx.Graph, cfg: EnvConfig) -> float:
+    """Simulated makespan of the ring baseline (for the progress bar)."""
+    from traffic.collectives import build
+
+    schedule = build("ring", graph, cfg.size_bytes, cfg.dtype)
+    return simulate(graph, schedule, startup_s=cfg.startup_s,
+                    hop_latency_s=cfg.hop_latency_s).makespan_s
+
+
+def train(graph: nx.Graph, cfg: TrainConfig, progress: bool = True):
+    """Train both levels on ``graph``; returns (upper, lower, history) where history lists
+    one dict per update (episodes, seconds, running ratio, losses)."""
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    upper, lower = new_models(cfg.hidden, cfg.env.slots, cfg.lower_prior)
+    opt_up = torch.optim.Adam(upper.parameters(), lr=cfg.lr, eps=1e-5)
+    opt_lo = torch.optim.Adam(lower.parameters(), lr=cfg.lr, eps=1e-5)
+    lb = lower_bound(graph, cfg.env.size_bytes)
+    ring = ring_makespan(graph, cfg.env)
+    history, recent = [], []
+    start = time.monotonic()
+    bar = tqdm(total=cfg.episodes, desc="train", disable=not progress, unit="ep")
+    done_eps = 0
+    while done_eps < cfg.episodes:
+        up_ro, lo_ro = Rollout(), Rollout()
+        for _ in range(min(cfg.episodes_per_update, cfg.episodes - done_eps)):
+            info = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None,
+                               greedy=False, generator=gen, upper_ro=up_ro,
+                               lower_ro=lo_ro if cfg.train_lower else None)
+            recent = (recent + [info["makespan_s"]])[-20:]
+            done_eps += 1
+            bar.update(1)
+            bar.set_postfix(lb_ratio=f"{np.mean(recent) / lb:.3f}",
+                            ring_ratio=f"{np.mean(recent) / ring:.3f}")
+        common = dict(gamma=cfg.gamma, clip=cfg.clip, ent_coef=cfg.ent_coef,
+                      vf_coef=cfg.vf_coef, epochs=cfg.update_epochs,
+                      minibatches=cfg.minibatches, max_grad_norm=cfg.max_grad_norm, rng=rng)
+        losses = {f"upper_{k}": v for k, v in
+                  update(upper, opt_up, up_ro, lam=cfg.upper_lambda, **common).items()}
+        if cfg.train_lower and len(lo_ro):
+            losses |= {f"lower_{k}": v for k, v in
+                       update(lower, opt_lo, lo_ro, lam=cfg.lower_lambda, **common).items()}
+        elapsed = time.monotonic() - start
+        row = {"episodes": done_eps, "seconds": elapsed,
+               "lb_ratio": float(np.mean(recent) / lb),
+               "ring_ratio": float(np.mean(recent) / ring), **losses}
+        history.append(row)
+        bar.write("losses " + " ".join(f"{k}={v:.6g}" for k, v in row.items()))
+        if cfg.time_budget_s and elapsed >= cfg.time_budget_s:
+            break
+    bar.close()
+    return upper, lower, history
+
+
+def main() -> int:
+    """Entry point of ``python -m agent.train``."""
+    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[1])
+    add_topology_args(parser)
+    parser.add_argument("--out", required=True, metavar="FILE", help="checkpoint to write")
+    parser.add_argument("--config", metavar="FILE", help="JSON file of TrainConfig fields")
+    parser.add_argument("--episodes", type=int, help="episodes to run (default 400)")
+    parser.add_argument("--train-seed", type=int, help="training seed (default 0)")
+    parser.add_argument("--time-budget", type=float, metavar="S",
+                        help="stop after S seconds of training")
+    parser.add_argument("--size-bytes", type=int, help="buffer per server (default 8 MiB)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args()
+    graph = graph_from_args(args)
+    overrides = {k: v for k, v in (("episodes", args.episodes), ("seed", args.train_seed),
+                                   ("time_budget_s", args.time_budget)) if v is not None}
+    cfg = config_from_file(args.config, **overrides) if args.config else TrainConfig(**overrides)
+    if args.size_bytes is not None:
+        cfg = TrainConfig(**{**asdict(cfg), "env": EnvConfig(**{**asdict(cfg.env),
+                                                                "size_bytes": args.size_bytes})})
+    for name in ("episodes", "episodes_per_update", "hidden", "update_epochs", "minibatches"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    torch.set_num_threads(1)
+    upper, lower, history = train(graph, cfg, progress=not args.no_progress)
+    info = run_episode(graph, cfg.env, upper, lower, greedy=True)
+    lb = lower_bound(graph, cfg.env.size_bytes)
+    ring = ring_makespan(graph, cfg.env)
+    meta = {"episodes": history[-1]["episodes"], "train_seconds": history[-1]["seconds"],
+            "greedy_makespan_s": info["makespan_s"], "ring_makespan_s": ring,
+            "lower_bound_s": lb}
+    save_checkpoint(args.out, upper, lower, graph.graph["spec"], graph.graph["bw_mbps"],
+                    asdict(cfg), meta)
+    print(f"greedy DRL makespan {info['makespan_s']:.4f} s = {info['makespan_s'] / lb:.3f} x "
+          f"lower bound, {info['makespan_s'] / ring:.3f} x ring; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, PROG)

@@ -1,0 +1,328 @@
+"""Candidate aggregation trees over any topology graph, and the transfers of one tree.
+
+A tree spans the servers; each of its edges is a server-to-server *hop* routed on a concrete
+node path of the graph (``topology.paths``). A chunk of the buffer is reduced up its tree to
+the root and broadcast back down the same hops reversed, so every hop loads each of its
+directed links once per direction.
+
+``Overlay`` interns every hop path once (a padded table of directed-link ids, as the
+simulator does) so that growing a tree against the current link loads is a few numpy
+operations. Candidate families, all topology-agnostic:
+
+- ``greedy``: Prim's tree, each step attaching the server whose hop leaves the smallest peak
+  directed-link load (plus a per-link and a per-depth penalty: several weightings);
+- ``star``: every server attaches straight to the root (sharded parameter server);
+- ``chain``: a Hamiltonian cycle of the servers with one edge of the root removed, reduced
+  in one orientation and broadcast in the other. The cycles are searched once per graph so
+  that the cycle's hops, used both ways, load every directed link as evenly as possible: on
+  BCube and DCell each server then sends clockwise on one NIC and counter-clockwise on the
+  other.
+
+Pure: standard library, networkx and numpy only (no torch).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from topology import paths as topology_paths
+from topology import servers as topology_servers
+
+#: Paths interned per ordered server pair.
+PATHS_PER_PAIR = 3
+#: Greedy weightings (per-link penalty, per-depth penalty), in units of one chunk's link time.
+GREEDY_WEIGHTS = ((0.25, 0.0), (0.25, 1.0), (1.0, 0.25), (0.05, 0.05))
+#: Local-search moves spent on each Hamiltonian cycle.
+CYCLE_MOVES = 4000
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A spanning tree rooted at ``root``: ``parent[v]`` and ``hop[v]`` (an Overlay hop id
+    whose path runs from v up to its parent) for every other server index v."""
+
+    root: int
+    parent: tuple[int, ...]
+    hop: tuple[int, ...]
+    kind: str
+
+    def depth(self) -> int:
+        """Largest number of hops from a server up to the root."""
+        best = 0
+        for v in range(len(self.parent)):
+            d = 0
+            while v != self.root:
+                v = self.parent[v]
+                d += 1
+            best = max(best, d)
+        return best
+
+    def children(self) -> list[list[int]]:
+        """Children of every server."""
+        kids: list[list[int]] = [[] for _ in self.parent]
+        for v, p in enumerate(self.parent):
+            if v != self.root:
+                kids[p].append(v)
+        return kids
+
+
+class Overlay:
+    """The servers of ``graph`` and every interned server-to-server hop path."""
+
+    def __init__(self, graph: nx.Graph, seed: int = 0) -> None:
+        self.graph = graph
+        self.servers = topology_servers(graph)
+        self.n = len(self.servers)
+        if self.n < 2:
+            raise ValueError("the graph needs at least two servers")
+        index = {v: i for i, v in enumerate(self.servers)}
+        self.links: list[tuple[str, str]] = []
+        link_id: dict[tuple[str, str], int] = {}
+        for u, v in graph.edges():
+            for a, b in ((u, v), (v, u)):
+                link_id[(a, b)] = len(self.links)
+                self.links.append((a, b))
+        self.cap_Bps = np.array([graph[a][b]["bw_mbps"] * 1e6 / 8 for a, b in self.links]
+                                + [np.inf])
+        self.dummy = len(self.links)
+        self.link_id = link_id
+        self.hop_path: list[tuple[str, ...]] = []
+        src, dst, rows = [], [], []
+        self.pair_hops: dict[tuple[int, int], list[int]] = {}
+        found = {(u, v): [tuple(p) for p in topology_paths(graph, u, v, PATHS_PER_PAIR)]
+                 for u in self.servers for v in self.servers if u != v}
+        for u in self.servers:
+            for v in self.servers:
+                if u == v:
+                    continue
+                # Every hop's reverse is interned too, so a tree's broadcast can retrace it.
+                mine = found[(u, v)]
+                mine = mine + [p[::-1] for p in found[(v, u)] if p[::-1] not in mine]
+                for path in mine:
+                    hop = len(self.hop_path)
+                    self.hop_path.append(tuple(path))
+                    self.pair_hops.setdefault((index[u], index[v]), []).append(hop)
+                    src.append(index[u])
+                    dst.append(index[v])
+                    fwd = [link_id[(a, b)] for a, b in zip(path, path[1:], strict=False)]
+                    rev = [link_id[(b, a)] for a, b in zip(path, path[1:], strict=False)]
+                    rows.append(fwd + rev)
+        width = max(len(r) for r in rows)
+        self.hop_src = np.array(src)
+        self.hop_dst = np.array(dst)
+        #: Per hop, its directed links both ways (forward then reverse), padded with dummy.
+        self.hop_links = np.full((len(rows), width), self.dummy)
+        #: Per hop, its forward directed links only, padded with dummy.
+        self.hop_fwd = np.full((len(rows), width // 2), self.dummy)
+        for i, r in enumerate(rows):
+            self.hop_links[i, : len(r)] = r
+            self.hop_fwd[i, : len(r) // 2] = r[: len(r) // 2]
+        self.hop_len = np.array([len(r) // 2 for r in rows])
+        self.reverse = np.array([self._reverse_hop(h) for h in range(len(rows))])
+        self.cycles = find_cycles(self, seed)
+
+    def _reverse_hop(self, hop: int) -> int:
+        path = self.hop_path[hop]
+        pair = (int(self.hop_dst[hop]), int(self.hop_src[hop]))
+        return next(h for h in self.pair_hops[pair] if self.hop_path[h] == path[::-1])
+
+    def usage(self, tree: Tree) -> tuple[np.ndarray, np.ndarray]:
+        """How many times the tree's reduce (up) and broadcast (down) cross each directed
+        link (the last entry is the dummy, always 0)."""
+        hops = [h for v, h in enumerate(tree.hop) if v != tree.root]
+        up = np.bincount(self.hop_fwd[hops].ravel(), minlength=len(self.cap_Bps))
+        down = np.bincount(self.hop_fwd[self.reverse[hops]].ravel(),
+                           minlength=len(self.cap_Bps))
+        up[self.dummy] = down[self.dummy] = 0
+        return up.astype(float), down.astype(float)
+
+    def path(self, hop: int) -> tuple[str, ...]:
+        """The node path of a hop."""
+        return self.hop_path[hop]
+
+
+def greedy_tree(ov: Overlay, root: int, load_s: np.ndarray, chunk_bytes: float,
+                link_weight: float, depth_weight: float) -> Tree:
+    """Prim's tree from ``root`` against the current load (seconds per directed link): each
+    step attaches, over any interned hop from a tree server to an outside one, the hop with
+    the smallest peak link load after adding it, plus ``link_weight`` per link and
+    ``depth_weight`` per level of the attaching server, in chunk link-times."""
+    inc = chunk_bytes / ov.cap_Bps
+    unit = float(inc[:-1].max())
+    load = load_s.copy()
+    inside = np.zeros(ov.n, bool)
+    inside[root] = True
+    depth = np.zeros(ov.n)
+    parent = [root] * ov.n
+    hop_of = [-1] * ov.n
+    # Tree hops run child -> parent: src outside, dst inside.
+    for _ in range(ov.n - 1):
+        ok = ~inside[ov.hop_src] & inside[ov.hop_dst]
+        cand = np.flatnonzero(ok)
+        peak = (load[ov.hop_links[cand]] + inc[ov.hop_links[cand]]).max(axis=1)
+        cost = (peak + unit * (link_weight * ov.hop_len[cand]
+                               + depth_weight * depth[ov.hop_dst[cand]]))
+        best = int(cand[np.argmin(cost)])
+        v, u = int(ov.hop_src[best]), int(ov.hop_dst[best])
+        inside[v] = True
+        depth[v] = depth[u] + 1
+        parent[v], hop_of[v] = u, best
+        np.add.at(load, ov.hop_links[best], inc[ov.hop_links[best]])
+        load[ov.dummy] = 0.0
+    return Tree(root, tuple(parent), tuple(hop_of), f"greedy{link_weight:g}/{depth_weight:g}")
+
+
+def star_tree(ov: Overlay, root: int, load_s: np.ndarray) -> Tree:
+    """Every server attaches straight to ``root`` on its least-loaded interned path."""
+    parent = [root] * ov.n
+    hop_of = [-1] * ov.n
+    for v in range(ov.n):
+        if v != root:
+            hops = ov.pair_hops[(v, root)]
+            hop_of[v] = min(hops, key=lambda h: (load_s[ov.hop_links[h]].max(), ov.hop_len[h]))
+    return Tree(root, tuple(parent), tuple(hop_of), "star")
+
+
+def chain_tree(ov: Overlay, cycle: tuple[tuple[int, int], ...], root: int,
+               clockwise: bool) -> Tree:
+    """The cycle (a tuple of (server, hop to the next server)) without one edge at
+    ``root``: ``clockwise`` reduces along the cycle's direction (leaf = root's successor),
+    otherwise against it (leaf = root's predecessor, hops reversed)."""
+    order = [v for v, _ in cycle]
+    n = len(order)
+    at = order.index(root)
+    parent = [root] * ov.n
+    hop_of = [-1] * ov.n
+    for step in range(1, n):
+        if clockwise:
+            # v sends towards the root along the cycle: v = order[at - step], next is closer.
+            v, nxt = order[(at + step) % n], order[(at + step + 1) % n]
+            del nxt
+            i = (at - step) % n
+            v, up = order[i], order[(i + 1) % n]
+            parent[v], hop_of[v] = up, cycle[i][1]
+        else:
+            i = (at + step) % n
+            v, up = order[i], order[(i - 1) % n]
+            hop_of[v] = int(ov.reverse[cycle[(i - 1) % n][1]])
+            parent[v] = up
+    return Tree(root, tuple(parent), tuple(hop_of), "chain-cw" if clockwise else "chain-ccw")
+
+
+def _cycle_cost(ov: Overlay, order: list[int], base: np.ndarray) -> tuple[float, list[int]]:
+    """Score a cyclic order: pick per consecutive pair the hop (with a reverse) that loads
+    least, and return (peak load**2-sum, chosen hops)."""
+    used = base.copy()
+    hops = []
+    for i, v in enumerate(order):
+        w = order[(i + 1) % len(order)]
+        best = min(ov.pair_hops[(v, w)],
+                   key=lambda h: ((used[ov.hop_links[h]] + 1).max(), ov.hop_len[h]))
+        np.add.at(used, ov.hop_links[best], 1.0)
+        used[ov.dummy] = 0.0
+        hops.append(best)
+    real = used[:-1] * (ov.cap_Bps[:-1].min() / ov.cap_Bps[:-1])
+    return float((real ** 2).sum() + 4.0 * ((real > 1) * (real - 1) ** 2).sum()), hops
+
+
+def alternating_cycle(ov: Overlay, budget: int = 200_000) -> list[int] | None:
+    """A Hamiltonian cycle of direct hops (no relay server) in which every server reaches
+    its predecessor and its successor through different links of its own, found by
+    depth-first search (fewest onward options first) within ``budget`` steps; None when
+    there is none or the servers have a single link each."""
+    graph, names = ov.graph, ov.servers
+    index = {v: i for i, v in enumerate(names)}
+    if min(graph.degree(v) for v in names) < 2:
+        return None
+    nic: dict[tuple[int, int], str] = {}
+    adjacent: list[list[int]] = [[] for _ in names]
+    for (u, w), hops in ov.pair_hops.items():
+        path = ov.hop_path[hops[0]]
+        if len(path) <= 3 or not any(x in index for x in path[1:-1]):
+            nic[(u, w)] = path[1]
+            adjacent[u].append(w)
+    order, used, steps = [0], [False] * ov.n, 0
+    used[0] = True
+
+    def extend() -> bool:
+        nonlocal steps
+        steps += 1
+        if steps > budget:
+            return False
+        here = order[-1]
+        came = nic.get((here, order[-2])) if len(order) > 1 else None
+        if len(order) == ov.n:
+            return ((here, 0) in nic and nic[(here, 0)] != came
+                    and nic[(0, here)] != nic[(0, order[1])])
+        options = [w for w in adjacent[here] if not used[w] and nic[(here, w)] != came]
+        options.sort(key=lambda w: sum(not used[x] for x in adjacent[w]))
+        for w in options:
+            used[w] = True
+            order.append(w)
+            if extend():
+                return True
+            order.pop()
+            used[w] = False
+        return False
+
+    return order if extend() else None
+
+
+def find_cycles(ov: Overlay, seed: int, count: int = 2) -> list[tuple[tuple[int, int], ...]]:
+    """Up to ``count`` Hamiltonian cycles of the servers whose hops, used both ways, load
+    the directed links evenly: the NIC-alternating cycle when one exists, else local search
+    (2-opt and node moves, simulated annealing, seeded); each later cycle is searched
+    against the load of the earlier ones."""
+    rng = random.Random(seed)
+    base = np.zeros(len(ov.cap_Bps))
+    out = []
+    first = alternating_cycle(ov)
+    for attempt in range(count):
+        order = list(range(ov.n))
+        rng.shuffle(order)
+        if attempt == 0 and first is not None:
+            order = first
+        cost, hops = _cycle_cost(ov, order, base)
+        best = (cost, order, hops)
+        moves = 0 if ov.n <= 3 or (attempt == 0 and first is not None) else CYCLE_MOVES
+        for move in range(moves):
+            temperature = 2.0 * (1 - move / CYCLE_MOVES) + 1e-3
+            i, j = sorted(rng.sample(range(ov.n), 2))
+            trial = order[:]
+            if rng.random() < 0.5:
+                trial[i:j + 1] = reversed(trial[i:j + 1])
+            else:
+                trial.insert(j, trial.pop(i))
+            c, h = _cycle_cost(ov, trial, base)
+            if c <= cost or rng.random() < np.exp((cost - c) / temperature):
+                order, cost, hops = trial, c, h
+                if cost < best[0]:
+                    best = (cost, order, hops)
+        cost, order, hops = best
+        cycle = tuple(zip(order, hops, strict=True))
+        if cycle in out:
+            break
+        out.append(cycle)
+        for h in hops:
+            np.add.at(base, ov.hop_links[h], 1.0)
+        base[ov.dummy] = 0.0
+    return out
+
+
+_OVERLAYS: dict[tuple, Overlay] = {}
+
+
+def overlay_for(graph: nx.Graph, seed: int = 0) -> Overlay:
+    """The (cached) Overlay of a graph, keyed by its spec, link capacity and ``seed``."""
+    spec = graph.graph.get("spec")
+    if spec is None:
+        return Overlay(graph, seed)
+    key = (repr(sorted(spec["params"].items())), spec["family"],
+           tuple(sorted({float(bw) for _, _, bw in graph.edges(data="bw_mbps")})), seed)
+    if key not in _OVERLAYS:
+        _OVERLAYS[key] = Overlay(graph, seed)
+    return _OVERLAYS[key]
