@@ -9,6 +9,7 @@ and numpy only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import networkx as nx
@@ -18,7 +19,7 @@ from traffic.hierarchical import bcube_multitree
 from traffic.overlay import Router, depth, spt_tree, topology_of
 from traffic.rings import emit_ring, ring_packing, tour
 from traffic.schedule import DTYPES, Schedule, segments
-from traffic.trees import Builder, emit_tree
+from traffic.trees import Builder, emit_tree, tree_packing
 
 
 def _elements(size_bytes: int, dtype: str) -> int:
@@ -222,7 +223,16 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
         parts = segments(elements, max(1, min(spec["params"]["k"] + 1, elements // n)))
         bcube_multitree(builder, graph, parts)
         return _schedule(graph, size_bytes, dtype, builder, "multitree", style="bcube-levels")
-    rings = ring_packing(router)
+    if n < 2:
+        return _schedule(graph, size_bytes, dtype, builder, "multitree")
+    rings, ring_cost = ring_packing(router)
+    packed, tree_cost = _best_tree_packing(graph, elements)
+    if tree_cost < ring_cost * (1 - 1e-9):
+        for (root, spanning, chunks), (off, cnt) in zip(packed, segments(elements, len(packed)),
+                                                         strict=False):
+            emit_tree(builder, spanning, root, off, cnt, chunks)
+        return _schedule(graph, size_bytes, dtype, builder, "multitree", style="trees",
+                         roots=[root for root, _, _ in packed])
     counts = [int(weight * elements) for weight, _, _ in rings]
     counts[0] += elements - sum(counts)
     offset = 0
@@ -232,6 +242,27 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
         offset += count
     return _schedule(graph, size_bytes, dtype, builder, "multitree", style="rings",
                      rings=len(rings))
+
+
+def _best_tree_packing(graph: nx.Graph, elements: int):
+    """The packing of 1..2*(most NICs) pipelined trees (``tree_packing``) with the lowest
+    predicted time: worst link load per capacity times the pipeline's fill-and-drain
+    factor (chunks + 2 height) / chunks. Returns ([(root, tree, chunks)], that time)."""
+    most = max(graph.degree(v) for v in Router(graph).servers)
+    best, best_cost = [], math.inf
+    for count in range(1, min(8, 2 * most) + 1):
+        router = Router(graph)
+        packed = tree_packing(router, count)
+        if len(packed) < count:
+            break
+        worst = max(load / router.cap[link] for link, load in router.load.items()) / count
+        height = max(depth(spanning, root) for root, spanning in packed)
+        chunks = _auto_chunks(height, max(1, elements // count))
+        cost = worst * (chunks + 2 * height) / chunks
+        if cost < best_cost * (1 - 1e-9):
+            best = [(root, spanning, chunks) for root, spanning in packed]
+            best_cost = cost
+    return best, best_cost
 
 
 ALGORITHMS: dict[str, Callable[..., Schedule]] = {

@@ -157,10 +157,11 @@ def _weighted_paths(router: Router, weight: dict[tuple[str, str], float]):
     return cost, paths
 
 
-def ring_packing(router: Router, rounds: int | None = None) -> list[
-        tuple[float, list[str], list[tuple[str, ...]]]]:
+def ring_packing(router: Router, rounds: int | None = None) -> tuple[
+        list[tuple[float, list[str], list[tuple[str, ...]]]], float]:
     """Weighted directed rings (share of the buffer, server order, hop paths) whose links
-    together carry the least worst load per capacity.
+    together carry the least worst load per capacity, and that load: the largest fraction
+    of the buffer any directed link carries, over its capacity (the fluid time per byte).
 
     Round r (up to ``rounds``; by default 8, fewer if the rings would pass MAX_TRANSFERS)
     finds a short tour of the servers under link weights exp(4 u) / capacity, u the average
@@ -174,7 +175,7 @@ def ring_packing(router: Router, rounds: int | None = None) -> list[
     """
     names = router.servers
     if len(names) < 2:
-        return [(1.0, list(names), [(v,) for v in names])]
+        return [(1.0, list(names), [(v,) for v in names])], 0.0
     if rounds is None:
         per_tour = 4 * len(names) * (len(names) - 1)
         rounds = max(1, min(8, MAX_TRANSFERS // max(1, per_tour)))
@@ -185,6 +186,7 @@ def ring_packing(router: Router, rounds: int | None = None) -> list[
     usage = np.zeros(len(links))
     tours: list[tuple[list[str], list[tuple[str, ...]]]] = []
     best, best_worst = None, math.inf
+    scale = 2 * (len(names) - 1) / len(names)  # of the buffer, per ring hop
     for r in range(rounds):
         mean = (usage + usage[back]) / max(1, r)
         weight = {link: math.exp(4.0 * mean[i]) / router.cap[link]
@@ -206,10 +208,10 @@ def ring_packing(router: Router, rounds: int | None = None) -> list[
             best, best_worst = r + 1, worst
     if best == 0:
         order, hops = tours[0]
-        return [(1.0, order, hops)]
+        return [(1.0, order, hops)], scale * best_worst
     rings = []
     for order, hops in tours[:best]:
         n = len(order)
         rings.append((0.5 / best, order, hops))
         rings.append((0.5 / best, order[::-1], [hops[(n - 2 - i) % n][::-1] for i in range(n)]))
-    return rings
+    return rings, scale * best_worst

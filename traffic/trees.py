@@ -1,5 +1,5 @@
-"""Tree-shaped AllReduce pieces: a transfer builder and the pipelined reduce-then-broadcast of
-one segment over one overlay tree.
+"""Tree-shaped AllReduce pieces: a transfer builder, the pipelined reduce-then-broadcast of one
+segment over one overlay tree, and a packing of several such trees.
 
 Dependency rules every emitter here keeps (see docs/design.md): a transfer depends only on
 transfers its src received or sent; a server forwards a segment only after every write into
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from traffic.overlay import Tree, children_of
+from traffic.overlay import Router, Tree, children_of, spt_tree
 from traffic.schedule import Transfer, segments
 
 
@@ -60,3 +60,23 @@ def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
                 path = tree[c][1][::-1]
                 down[c] = last_down[c] = builder.add(v, c, off, cnt, "copy", path,
                                                      have + [last_down.get(c)])
+
+
+def tree_packing(router: Router, count: int) -> list[tuple[str, Tree]]:
+    """``count`` shortest-path spanning trees with spread-out roots (the centre, then each
+    time the server farthest from the roots so far), each steered off the links the earlier
+    ones use; ``router.load`` ends holding one unit per tree on every link each tree crosses
+    (both directions: reduce up, broadcast down)."""
+    roots = [router.center()]
+    while len(roots) < min(count, len(router.servers)):
+        roots.append(max((v for v in router.servers if v not in roots),
+                         key=lambda v: (min(router.hops(v, r) for r in roots),
+                                        -router.rank[v])))
+    trees = []
+    for root in roots:
+        spanning = spt_tree(router, root, penalty=2.0)
+        for _, path in spanning.values():
+            router.add(path, 1.0)
+            router.add(path[::-1], 1.0)
+        trees.append((root, spanning))
+    return trees
