@@ -27,7 +27,7 @@ from simulator import lower_bound, simulate
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from traffic.collectives import build
 from traffic.runner import WorkerError, run_workers
-from traffic.schedule import Schedule, ScheduleError, routes, validate
+from traffic.schedule import Schedule, ScheduleError, Transfer, routes, validate
 
 PROG = "python -m emulation.run"
 
@@ -178,12 +178,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                      "(exit it to tear the network down)")
             net.cli()
             return {}
-        goodput, probe = 1.0, None
-        if not args.no_calibrate:
-            probe = net.calibrate()
-            goodput = probe["goodput_ratio"]
-            progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
-                     f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f})")
+        goodput, startup_s, probe = 1.0, 0.0, None
         addresses = {s: net.ip(s) for s in net.servers}
         ranks = {s: graph.nodes[s]["rank"] for s in net.servers}
 
@@ -191,9 +186,24 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
 
+        if not args.no_calibrate:
+            probe = net.calibrate()
+            goodput = probe["goodput_ratio"]
+            progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
+                     f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f})")
+            a, b = probe["src"], probe["dst"]
+            chain = startup_probe(graph, a, b)
+            measured = run_workers(chain, {a: addresses[a], b: addresses[b]}, {a: 0, b: 1},
+                                   spawn, out / "workers" / "startup-probe",
+                                   timeout_s=args.timeout_s)
+            startup_s = measured.makespan_s / len(chain.transfers)
+            probe["startup_s"] = startup_s
+            progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "
+                     f"{1e3 * startup_s:.1f} ms")
+
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
-            sim = simulate(graph, schedule, goodput=goodput)
+            sim = simulate(graph, schedule, goodput=goodput, startup_s=startup_s)
             row: dict[str, Any] = {
                 "scheduler": name, "transfers": len(schedule.transfers),
                 "simulated_s": sim.makespan_s, "simulated_raw_s": raw.makespan_s,
@@ -245,6 +255,20 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     doc["wall_s"] = time.monotonic() - started
     doc["rows"] = rows
     return doc
+
+
+def startup_probe(graph: nx.Graph, a: str, b: str, rounds: int = 12) -> Schedule:
+    """A two-server AllReduce of one element followed by copies bouncing back and forth:
+    ``rounds`` transfers in one dependency chain, each too small to take measurable
+    transmission time, so the chain's length over ``rounds`` is the fixed cost of one transfer
+    (connection set-up, framing, acknowledgement, waking the dependent sender)."""
+    there = tuple(nx.shortest_path(graph, a, b))
+    back = there[::-1]
+    transfers = [Transfer(0, a, b, 0, 1, "reduce", there)]
+    for i in range(1, rounds):
+        src, dst, path = (b, a, back) if i % 2 else (a, b, there)
+        transfers.append(Transfer(i, src, dst, 0, 1, "copy", path, (i - 1,)))
+    return Schedule(graph.graph["spec"], 4, "float32", tuple(transfers), "startup-probe")
 
 
 def versions() -> dict[str, str]:

@@ -30,6 +30,12 @@ HEADER = struct.Struct("!4sIQQ")  # magic, transfer id, element offset, element 
 CHUNK_BYTES = 64 * 1024
 ACK = b"\x06"
 
+#: Send and receive buffer of every data connection. Small on purpose: it bounds the data a
+#: connection has in flight, so a burst never overflows the socket queue of the one userspace
+#: OVS thread that forwards everything (a loss at the tail of a message costs a 200 ms
+#: retransmission timeout); 64 KiB still keeps a 100 Mbit/s link busy at sub-ms round trips.
+SOCKET_BUFFER_BYTES = 64 * 1024
+
 
 def initial_buffer(rank: int, elements: int, dtype: str, seed: int) -> np.ndarray:
     """The deterministic buffer server ``rank`` contributes (integers in [-1000, 1000) for
@@ -99,6 +105,7 @@ class Worker:
         for port in sorted({self.port[tid] for tid in self.incoming}):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
             sock.bind((ip, port))
             sock.listen(64)
             self.listeners.append(sock)
@@ -153,10 +160,12 @@ class Worker:
             with self.lock:
                 payload = self.buffer[t.offset:t.offset + t.count].tobytes()
             remaining = max(0.1, deadline - time.monotonic())
-            with socket.create_connection((self.addresses[t.dst], self.port[t.id]),
-                                          timeout=remaining,
-                                          source_address=(self.addresses[self.server], 0)) as c:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as c:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
                 c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                c.settimeout(remaining)
+                c.bind((self.addresses[self.server], 0))
+                c.connect((self.addresses[t.dst], self.port[t.id]))
                 c.sendall(HEADER.pack(MAGIC, t.id, t.offset, t.count))
                 view = memoryview(payload)
                 for i in range(0, len(view), CHUNK_BYTES):
