@@ -10,6 +10,7 @@ shows the running makespan ratio (to the lower bound and to ring).
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -40,6 +41,10 @@ class TrainConfig:
     episodes: int = 400
     #: Stop early after this many seconds of training (0: no limit).
     time_budget_s: float = 0.0
+    #: Stop once the greedy policy's makespan is within this many lower bounds (0: never).
+    stop_ratio: float = 0.0
+    #: Run the greedy (argmax) policy every this many updates; the best one is kept.
+    eval_every: int = 2
     #: Episodes collected before each PPO update.
     episodes_per_update: int = 8
     #: Width of both scorer networks.
@@ -100,7 +105,9 @@ def ring_makespan(graph: nx.Graph, cfg: EnvConfig) -> float:
 
 def train(graph: nx.Graph, cfg: TrainConfig, progress: bool = True):
     """Train both levels on ``graph``; returns (upper, lower, history) where history lists
-    one dict per update (episodes, seconds, running ratio, losses)."""
+    one dict per update (episodes, seconds, running ratio, greedy ratio, losses). The
+    returned networks are the greedy-best ones seen (model selection on the training
+    instance, by the simulator)."""
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -110,6 +117,8 @@ def train(graph: nx.Graph, cfg: TrainConfig, progress: bool = True):
     lb = lower_bound(graph, cfg.env.size_bytes)
     ring = ring_makespan(graph, cfg.env)
     history, recent = [], []
+    best = (float("inf"), None)
+    updates = 0
     start = time.monotonic()
     bar = tqdm(total=cfg.episodes, desc="train", disable=not progress, unit="ep")
     done_eps = 0
@@ -132,15 +141,30 @@ def train(graph: nx.Graph, cfg: TrainConfig, progress: bool = True):
         if cfg.train_lower and len(lo_ro):
             losses |= {f"lower_{k}": v for k, v in
                        update(lower, opt_lo, lo_ro, lam=cfg.lower_lambda, **common).items()}
-        elapsed = time.monotonic() - start
-        row = {"episodes": done_eps, "seconds": elapsed,
-               "lb_ratio": float(np.mean(recent) / lb),
-               "ring_ratio": float(np.mean(recent) / ring), **losses}
+        updates += 1
+        row = {"episodes": done_eps, "lb_ratio": float(np.mean(recent) / lb),
+               "ring_ratio": float(np.mean(recent) / ring)}
+        if updates % cfg.eval_every == 0 or done_eps >= cfg.episodes:
+            greedy = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None,
+                                 greedy=True)["makespan_s"]
+            row["greedy_lb_ratio"] = greedy / lb
+            row["greedy_ring_ratio"] = greedy / ring
+            if greedy < best[0]:
+                best = (greedy, (copy.deepcopy(upper.state_dict()),
+                                 copy.deepcopy(lower.state_dict())))
+        row["best_lb_ratio"] = best[0] / lb
+        row["seconds"] = time.monotonic() - start
+        row |= losses
         history.append(row)
         bar.write("losses " + " ".join(f"{k}={v:.6g}" for k, v in row.items()))
-        if cfg.time_budget_s and elapsed >= cfg.time_budget_s:
+        if cfg.time_budget_s and row["seconds"] >= cfg.time_budget_s:
+            break
+        if cfg.stop_ratio and best[0] / lb <= cfg.stop_ratio:
             break
     bar.close()
+    if best[1] is not None:
+        upper.load_state_dict(best[1][0])
+        lower.load_state_dict(best[1][1])
     return upper, lower, history
 
 
@@ -154,22 +178,26 @@ def main() -> int:
     parser.add_argument("--train-seed", type=int, help="training seed (default 0)")
     parser.add_argument("--time-budget", type=float, metavar="S",
                         help="stop after S seconds of training")
+    parser.add_argument("--stop-ratio", type=float, metavar="R",
+                        help="stop once the greedy makespan is within R lower bounds")
     parser.add_argument("--size-bytes", type=int, help="buffer per server (default 8 MiB)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
     graph = graph_from_args(args)
     overrides = {k: v for k, v in (("episodes", args.episodes), ("seed", args.train_seed),
-                                   ("time_budget_s", args.time_budget)) if v is not None}
+                                   ("time_budget_s", args.time_budget),
+                                   ("stop_ratio", args.stop_ratio)) if v is not None}
     cfg = config_from_file(args.config, **overrides) if args.config else TrainConfig(**overrides)
     if args.size_bytes is not None:
         cfg = TrainConfig(**{**asdict(cfg), "env": EnvConfig(**{**asdict(cfg.env),
                                                                 "size_bytes": args.size_bytes})})
-    for name in ("episodes", "episodes_per_update", "hidden", "update_epochs", "minibatches"):
+    for name in ("episodes", "episodes_per_update", "hidden", "update_epochs", "minibatches",
+                 "eval_every"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     torch.set_num_threads(1)
     upper, lower, history = train(graph, cfg, progress=not args.no_progress)
-    info = run_episode(graph, cfg.env, upper, lower, greedy=True)
+    info = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None, greedy=True)
     lb = lower_bound(graph, cfg.env.size_bytes)
     ring = ring_makespan(graph, cfg.env)
     meta = {"episodes": history[-1]["episodes"], "train_seconds": history[-1]["seconds"],

@@ -1,0 +1,86 @@
+"""``python -m agent.evaluate --topo bcube --n 4 --k 1 [--json] [--checkpoint F] [--samples N]``
+
+Loads the shipped checkpoint of the instance (or ``--checkpoint``), builds the DRL Schedule
+with the greedy (argmax) actions of both levels, validates it, and simulates it next to the
+baseline collectives and the bandwidth lower bound. ``--samples N`` additionally draws N
+sampled rollouts (seeded by ``--sample-seed``) and keeps the best by simulated makespan;
+the default, 0, is the deterministic greedy policy alone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+
+from agent.env import EnvConfig
+from agent.policy import build_schedule, find_checkpoint, load_checkpoint
+from simulator import lower_bound, simulate
+from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+from traffic.schedule import validate
+
+PROG = "python -m agent.evaluate"
+#: Baselines simulated next to the DRL schedule (``traffic.collectives.build`` names).
+BASELINES = ("ring", "ps", "ps-sharded", "tree", "multitree")
+
+
+def evaluate(graph: nx.Graph, checkpoint: str | None = None, size_bytes: int | None = None,
+             samples: int = 0, seed: int = 0, baselines: tuple[str, ...] = BASELINES,
+             startup_s: float | None = None, hop_latency_s: float | None = None) -> list[dict]:
+    """Rows ``{"algo", "makespan_s", "ratio_to_lower_bound"}``: the DRL schedule (validated),
+    each baseline, and the lower bound itself."""
+    from traffic.collectives import build
+
+    path = checkpoint or find_checkpoint(graph.graph["spec"])
+    upper, lower, doc = load_checkpoint(path)
+    env = dict(doc["config"]["env"])
+    for key, value in (("size_bytes", size_bytes), ("startup_s", startup_s),
+                       ("hop_latency_s", hop_latency_s)):
+        if value is not None:
+            env[key] = value
+    cfg = EnvConfig(**env)
+    schedule, makespan = build_schedule(graph, upper, lower, cfg, samples=samples, seed=seed)
+    validate(schedule, graph)
+    lb = lower_bound(graph, cfg.size_bytes)
+    rows = [("drl", makespan)]
+    for algo in baselines:
+        other = build(algo, graph, cfg.size_bytes, cfg.dtype)
+        rows.append((algo, simulate(graph, other, startup_s=cfg.startup_s,
+                                    hop_latency_s=cfg.hop_latency_s).makespan_s))
+    rows.append(("lower-bound", lb))
+    return [{"algo": a, "makespan_s": m, "ratio_to_lower_bound": m / lb} for a, m in rows]
+
+
+def main() -> int:
+    """Entry point of ``python -m agent.evaluate``."""
+    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[1])
+    add_topology_args(parser)
+    parser.add_argument("--checkpoint", metavar="FILE",
+                        help="checkpoint to use (default: the shipped one of the instance)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    parser.add_argument("--size-bytes", type=int, help="buffer per server (default: the "
+                        "checkpoint's, 8 MiB)")
+    parser.add_argument("--samples", type=int, default=0, metavar="N",
+                        help="also draw N sampled rollouts and keep the best by simulated "
+                        "makespan (default 0: greedy actions only)")
+    parser.add_argument("--sample-seed", type=int, default=0, help="seed of the samples")
+    parser.add_argument("--startup-s", type=float, help="simulator start-up delay per transfer")
+    parser.add_argument("--hop-latency-s", type=float, help="simulator latency per link")
+    args = parser.parse_args()
+    if args.samples < 0:
+        raise ValueError(f"--samples must be >= 0, got {args.samples}")
+    graph = graph_from_args(args)
+    rows = evaluate(graph, args.checkpoint, args.size_bytes, args.samples, args.sample_seed,
+                    startup_s=args.startup_s, hop_latency_s=args.hop_latency_s)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{graph.graph['name']}, {graph.graph['bw_mbps']:g} Mbit/s links")
+    print(f"{'algo':<12} {'makespan_s':>12} {'x lower bound':>14}")
+    for row in rows:
+        print(f"{row['algo']:<12} {row['makespan_s']:>12.4f} {row['ratio_to_lower_bound']:>14.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, PROG)

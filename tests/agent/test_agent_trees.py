@@ -1,0 +1,72 @@
+"""Candidate trees span the servers and every plan built from them validates."""
+
+import numpy as np
+import pytest
+
+import topology
+from agent.candidates import K_MAX, Loads, candidate_trees, features
+from agent.plan import Plan
+from agent.trees import alternating_cycle, overlay_for
+from traffic.schedule import validate
+
+SMALL = [("bcube", {"n": 2, "k": 1}), ("dcell", {"n": 2, "k": 1}),
+         ("jellyfish", {"switches": 8, "ports": 4, "uplinks": 3, "seed": 0})]
+
+
+@pytest.mark.parametrize("family,params", SMALL)
+def test_every_candidate_spans_and_validates(family, params):
+    graph = topology.make_graph(family, **params)
+    ov = overlay_for(graph)
+    loads = Loads(ov)
+    size = 4 * 64 * ov.n
+    trees = []
+    for root in range(ov.n):
+        cands = candidate_trees(ov, root, loads, size / ov.n)
+        assert len(cands) == K_MAX
+        for tree in cands:
+            if tree is None:
+                continue
+            assert tree.root == root
+            for v in range(ov.n):  # every server reaches the root
+                seen = set()
+                while v != root:
+                    assert v not in seen
+                    seen.add(v)
+                    v = tree.parent[v]
+            validate(Plan(ov, [tree], size).schedule(), graph)
+        trees.append(next(t for t in cands if t is not None))
+        loads.add(ov, trees[-1], size / ov.n)
+    obs, mask = features(ov, cands, loads, size / ov.n, 1.0, 0.5)
+    assert obs.shape[0] == K_MAX and np.isfinite(obs).all()
+    assert mask.sum() == sum(t is not None for t in cands)
+
+
+def test_alternating_cycle_uses_both_nics_of_every_server():
+    graph = topology.make_graph("dcell", n=4, k=1)
+    ov = overlay_for(graph)
+    order = alternating_cycle(ov)
+    assert order is not None and sorted(order) == list(range(ov.n))
+    for i, v in enumerate(order):
+        pred, succ = order[i - 1], order[(i + 1) % ov.n]
+        first = {ov.hop_path[ov.pair_hops[(v, w)][0]][1] for w in (pred, succ)}
+        assert len(first) == 2
+
+
+def test_rounds_chain_sends_and_still_validate():
+    graph = topology.make_graph("bcube", n=2, k=1)
+    ov = overlay_for(graph)
+    loads = Loads(ov)
+    trees = [candidate_trees(ov, c % ov.n, loads, 64.0)[5] for c in range(2 * ov.n)]
+    plan = Plan(ov, trees, 4 * 16 * 2 * ov.n)
+    # One task per round, in a topological order: the strictest chaining.
+    order, placed = [], set()
+    while len(order) < len(plan.tasks):
+        i = next(i for i, t in enumerate(plan.tasks)
+                 if i not in placed and set(t.deps) <= placed)
+        order.append([i])
+        placed.add(i)
+    schedule = plan.schedule(order)
+    validate(schedule, graph)
+    assert sum(len(t.deps) for t in schedule.transfers) > sum(len(t.deps) for t in plan.tasks)
+    with pytest.raises(ValueError, match="exactly once"):
+        plan.schedule(order[:-1])
