@@ -72,6 +72,29 @@ def max_min_rates(links: np.ndarray, cap: np.ndarray) -> np.ndarray:
         sub = sub[~hit]
 
 
+def _affected(links: np.ndarray, seeds: np.ndarray, nl: int, rounds: int = 4):
+    """Mask of the flows (rows of ``links``) connected through shared links to the links of
+    ``seeds`` (the paths of flows that just started or stopped): max-min rates decompose
+    over such components, so only these can change. None when the component is not found
+    small within ``rounds`` growth steps, and every rate should be recomputed."""
+    mark = np.zeros(nl, dtype=bool)
+    mark[seeds.ravel()] = True
+    mark[nl - 1] = False
+    rows = mark[links].any(axis=1)
+    size = int(rows.sum())
+    for _ in range(rounds):
+        if 2 * size > len(rows):
+            return None
+        mark[links[rows].ravel()] = True
+        mark[nl - 1] = False
+        grown = mark[links].any(axis=1)
+        grown_size = int(grown.sum())
+        if grown_size == size:
+            return rows
+        rows, size = grown, grown_size
+    return None
+
+
 def _check_option(name: str, value: float, positive: bool = False) -> float:
     try:
         x = float(value)
@@ -188,7 +211,7 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
             t_next = min(t_next, t_fin)
         horizon = t_next * (1.0 + BATCH_RTOL)
         changed = False
-        gone: list[int] = []
+        touched: list[int] = []
         if act.size:
             done = ttf <= horizon - now
             if t_next == t_fin:
@@ -200,8 +223,7 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
                         arrive(i, t_next)
                     else:
                         heapq.heappush(arrivals, (t_next + latency[i], i))
-                gone = row_of[act[done]].tolist()
-                lost = dict(zip(gone, rate[done].tolist(), strict=True))
+                touched = row_of[act[done]].tolist()
                 keep = ~done
                 act, rem, rate = act[keep], rem[keep], rate[keep]
                 changed = True
@@ -224,16 +246,16 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
             fresh = np.array(new, dtype=np.int64)
             act = np.concatenate([act, fresh])
             rem = np.concatenate([rem, bits[fresh]])
-            rows = row_of[fresh].tolist()
-            if sorted(rows) == sorted(gone):
-                # The new flows take exactly the paths the finished ones left: every link
-                # carries the same flows as before, so the max-min rates stand.
-                rate = np.concatenate([rate, [lost[r] for r in rows]])
-                changed = False
-            else:
-                changed = True
+            rate = np.concatenate([rate, np.zeros(len(new))])
+            touched += row_of[fresh].tolist()
+            changed = True
         if changed and act.size:
-            rate = max_min_rates(table[row_of[act]], cap)
+            links = table[row_of[act]]
+            part = _affected(links, table[touched], cap.shape[0])
+            if part is None:
+                rate = max_min_rates(links, cap)
+            else:
+                rate[part] = max_min_rates(links[part], cap)
     if np.isnan(finish).any():
         stuck = transfers[int(np.flatnonzero(np.isnan(finish))[0])]
         raise ScheduleError(f"transfer {stuck.id}: never starts; its dependencies form a "
