@@ -95,9 +95,14 @@ def checkpoint_name(spec: dict) -> str:
 
 
 def find_checkpoint(spec: dict) -> Path:
-    """The shipped checkpoint trained for ``spec``; ValueError naming the topology if none."""
+    """The shipped checkpoint trained for ``spec`` (its own file, else one whose training
+    instances include it); ValueError naming the topology if none."""
     path = CHECKPOINT_DIR / checkpoint_name(spec)
     if not path.exists():
+        for other in sorted(CHECKPOINT_DIR.glob("*.pt")):
+            doc = torch.load(other, map_location="cpu", weights_only=True)
+            if spec in doc.get("meta", {}).get("instances", []):
+                return other
         shipped = sorted(p.name for p in CHECKPOINT_DIR.glob("*.pt"))
         raise ValueError(
             f"no shipped checkpoint for topology {spec['family']} {spec['params']} "

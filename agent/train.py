@@ -25,6 +25,7 @@ from agent.env import EnvConfig
 from agent.policy import new_models, run_episode, save_checkpoint
 from agent.ppo import Rollout, update
 from simulator import lower_bound, simulate
+from topology import make_graph
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 
 PROG = "python -m agent.train"
@@ -103,36 +104,58 @@ def ring_makespan(graph: nx.Graph, cfg: EnvConfig) -> float:
                     hop_latency_s=cfg.hop_latency_s).makespan_s
 
 
-def train(graph: nx.Graph, cfg: TrainConfig, progress: bool = True):
-    """Train both levels on ``graph``; returns (upper, lower, history) where history lists
-    one dict per update (episodes, seconds, running ratio, greedy ratio, losses). The
-    returned networks are the greedy-best ones seen (model selection on the training
-    instance, by the simulator)."""
+def parse_instances(text: str) -> list[nx.Graph]:
+    """Graphs from ``"bcube:n=4,k=1 jellyfish:seed=2"`` (family, then its parameters)."""
+    graphs = []
+    for item in text.split():
+        family, _, rest = item.partition(":")
+        params = {}
+        for pair in filter(None, rest.split(",")):
+            key, eq, value = pair.partition("=")
+            if not eq or not value.lstrip("-").isdigit():
+                raise ValueError(f"--instances: {pair!r} is not NAME=INTEGER")
+            params[key] = int(value)
+        graphs.append(make_graph(family, **params))
+    if not graphs:
+        raise ValueError("--instances names no topology")
+    return graphs
+
+
+def train(graph: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = True):
+    """Train both levels on ``graph`` (or round-robin on a list of graphs: one policy for
+    all); returns (upper, lower, history) where history lists one dict per update
+    (episodes, seconds, running and greedy ratios, losses; ratios averaged over the
+    graphs). The returned networks are the greedy-best ones seen (model selection on the
+    training instances, by the simulator)."""
+    graphs = graph if isinstance(graph, list) else [graph]
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     upper, lower = new_models(cfg.hidden, cfg.env.slots, cfg.lower_prior)
     opt_up = torch.optim.Adam(upper.parameters(), lr=cfg.lr, eps=1e-5)
     opt_lo = torch.optim.Adam(lower.parameters(), lr=cfg.lr, eps=1e-5)
-    lb = lower_bound(graph, cfg.env.size_bytes)
-    ring = ring_makespan(graph, cfg.env)
-    history, recent = [], []
+    lbs = [lower_bound(g, cfg.env.size_bytes) for g in graphs]
+    rings = [ring_makespan(g, cfg.env) for g in graphs]
+    history: list[dict] = []
+    recent: list[tuple[float, float]] = []
     best = (float("inf"), None)
-    updates = 0
+    updates = done_eps = 0
     start = time.monotonic()
     bar = tqdm(total=cfg.episodes, desc="train", disable=not progress, unit="ep")
-    done_eps = 0
+    scheduler = lower if cfg.train_lower else None
     while done_eps < cfg.episodes:
         up_ro, lo_ro = Rollout(), Rollout()
         for _ in range(min(cfg.episodes_per_update, cfg.episodes - done_eps)):
-            info = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None,
-                               greedy=False, generator=gen, upper_ro=up_ro,
+            i = done_eps % len(graphs)
+            info = run_episode(graphs[i], cfg.env, upper, scheduler, greedy=False,
+                               generator=gen, upper_ro=up_ro,
                                lower_ro=lo_ro if cfg.train_lower else None)
-            recent = (recent + [info["makespan_s"]])[-20:]
+            recent = (recent + [(info["makespan_s"] / lbs[i], info["makespan_s"] / rings[i])])
+            recent = recent[-20:]
             done_eps += 1
             bar.update(1)
-            bar.set_postfix(lb_ratio=f"{np.mean(recent) / lb:.3f}",
-                            ring_ratio=f"{np.mean(recent) / ring:.3f}")
+            bar.set_postfix(lb_ratio=f"{np.mean([r[0] for r in recent]):.3f}",
+                            ring_ratio=f"{np.mean([r[1] for r in recent]):.3f}")
         common = dict(gamma=cfg.gamma, clip=cfg.clip, ent_coef=cfg.ent_coef,
                       vf_coef=cfg.vf_coef, epochs=cfg.update_epochs,
                       minibatches=cfg.minibatches, max_grad_norm=cfg.max_grad_norm, rng=rng)
@@ -142,24 +165,24 @@ def train(graph: nx.Graph, cfg: TrainConfig, progress: bool = True):
             losses |= {f"lower_{k}": v for k, v in
                        update(lower, opt_lo, lo_ro, lam=cfg.lower_lambda, **common).items()}
         updates += 1
-        row = {"episodes": done_eps, "lb_ratio": float(np.mean(recent) / lb),
-               "ring_ratio": float(np.mean(recent) / ring)}
+        row = {"episodes": done_eps, "lb_ratio": float(np.mean([r[0] for r in recent])),
+               "ring_ratio": float(np.mean([r[1] for r in recent]))}
         if updates % cfg.eval_every == 0 or done_eps >= cfg.episodes:
-            greedy = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None,
-                                 greedy=True)["makespan_s"]
-            row["greedy_lb_ratio"] = greedy / lb
-            row["greedy_ring_ratio"] = greedy / ring
-            if greedy < best[0]:
-                best = (greedy, (copy.deepcopy(upper.state_dict()),
-                                 copy.deepcopy(lower.state_dict())))
-        row["best_lb_ratio"] = best[0] / lb
+            greedy = [run_episode(g, cfg.env, upper, scheduler, greedy=True)["makespan_s"]
+                      for g in graphs]
+            row["greedy_lb_ratio"] = float(np.mean([m / b for m, b in zip(greedy, lbs)]))
+            row["greedy_ring_ratio"] = float(np.mean([m / r for m, r in zip(greedy, rings)]))
+            if row["greedy_lb_ratio"] < best[0]:
+                best = (row["greedy_lb_ratio"], (copy.deepcopy(upper.state_dict()),
+                                                 copy.deepcopy(lower.state_dict())))
+        row["best_lb_ratio"] = best[0]
         row["seconds"] = time.monotonic() - start
         row |= losses
         history.append(row)
         bar.write("losses " + " ".join(f"{k}={v:.6g}" for k, v in row.items()))
         if cfg.time_budget_s and row["seconds"] >= cfg.time_budget_s:
             break
-        if cfg.stop_ratio and best[0] / lb <= cfg.stop_ratio:
+        if cfg.stop_ratio and best[0] <= cfg.stop_ratio:
             break
     bar.close()
     if best[1] is not None:
@@ -181,6 +204,10 @@ def main() -> int:
     parser.add_argument("--stop-ratio", type=float, metavar="R",
                         help="stop once the greedy makespan is within R lower bounds")
     parser.add_argument("--size-bytes", type=int, help="buffer per server (default 8 MiB)")
+    parser.add_argument("--instances", metavar="LIST",
+                        help='train one policy on several instances, round-robin, e.g. '
+                        '"bcube:n=4,k=1 dcell:n=4,k=1 jellyfish:seed=0" (the --topo flags '
+                        'then only name the checkpoint\'s main instance)')
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
     graph = graph_from_args(args)
@@ -196,13 +223,14 @@ def main() -> int:
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     torch.set_num_threads(1)
-    upper, lower, history = train(graph, cfg, progress=not args.no_progress)
+    graphs = parse_instances(args.instances) if args.instances else [graph]
+    upper, lower, history = train(graphs, cfg, progress=not args.no_progress)
     info = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None, greedy=True)
     lb = lower_bound(graph, cfg.env.size_bytes)
     ring = ring_makespan(graph, cfg.env)
     meta = {"episodes": history[-1]["episodes"], "train_seconds": history[-1]["seconds"],
             "greedy_makespan_s": info["makespan_s"], "ring_makespan_s": ring,
-            "lower_bound_s": lb}
+            "lower_bound_s": lb, "instances": [g.graph["spec"] for g in graphs]}
     save_checkpoint(args.out, upper, lower, graph.graph["spec"], graph.graph["bw_mbps"],
                     asdict(cfg), meta)
     print(f"greedy DRL makespan {info['makespan_s']:.4f} s = {info['makespan_s'] / lb:.3f} x "
