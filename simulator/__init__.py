@@ -5,7 +5,8 @@ standard library, networkx and numpy only.
 """
 
 from simulator.bounds import lower_bound
-from simulator.fluid import max_min_rates, simulate
+from simulator.fluid import simulate
+from simulator.maxmin import max_min_rates
 from simulator.result import Result
 
 __all__ = ["Result", "lower_bound", "max_min_rates", "simulate"]

@@ -5,10 +5,15 @@ every directed link of their paths max-min fairly (progressive filling); rates a
 recomputed whenever a transfer starts or stops sending. A transfer stops sending when its
 bits have gone through and arrives ``hop_latency_s`` per link later.
 
-Speed: paths are interned once into a padded table of directed-link ids, the active set is a
-few numpy arrays, events that fall within a relative 1e-12 of each other are handled in one
-batch (lock-step collectives such as a ring then cost one rate computation per step), and
-each rate computation is a handful of vectorised passes per distinct rate level.
+Speed. Events within a relative 1e-12 of each other form one batch, so lock-step collectives
+such as a ring cost one rate computation per step. Max-min rates decompose over the connected
+components of the flows-share-a-link graph, so an event recomputes only the component of the
+links it touched. Two exact engines share this: the incremental one walks per-link flow sets
+and re-projects only the touched flows' finish times, kept in a heap (cost per event follows
+the component: rings, trees, pipelines); the vectorised one keeps the active flows in numpy
+arrays (cost per event follows the active set, in few numpy passes: all-to-all traffic,
+many concurrent rings). ``simulate`` picks the vectorised engine when many transfers are
+ready at once.
 """
 
 from __future__ import annotations
@@ -19,80 +24,18 @@ import math
 import networkx as nx
 import numpy as np
 
+from simulator.maxmin import max_min_rates, max_min_small
 from simulator.result import Result
 from traffic.schedule import DTYPES, Schedule, ScheduleError
 
 #: Events closer than this (relative) are simulated as simultaneous.
 BATCH_RTOL = 1e-12
-#: Links whose fair share is within this (relative) of the bottleneck saturate together.
-LEVEL_RTOL = 1e-9
+#: Components up to this many flows use the plain-Python max-min kernel.
+SMALL_COMPONENT = 24
+#: The vectorised engine runs when more than this many transfers per server start at once.
+CONCURRENT_PER_SERVER = 4
 
-
-def max_min_rates(links: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of flows (progressive filling, many bottlenecks per round).
-
-    ``links`` is (flows x P) directed-link ids, padded with the last id of ``cap``, a dummy
-    of infinite capacity; every flow must cross at least one real link. A link's fair share
-    is its spare capacity over its unfrozen flows. Each round freezes, at that share, the
-    flows of every link whose share is no larger than the shares of all other links its
-    flows cross: freezing a flow at a rate no above a link's share never lowers that
-    share, so such a link stays the bottleneck of its flows (the plain one-bottleneck-per-
-    round algorithm reaches the same rates in more rounds).
-    """
-    m, width = links.shape
-    nl = cap.shape[0]
-    rate = np.empty(m)
-    remaining = cap.astype(float)
-    counts = np.bincount(links.ravel(), minlength=nl).astype(float)
-    counts[nl - 1] = 0.0
-    open_rows = np.arange(m)
-    sub = links
-    inf = np.full(nl, np.inf)
-    while True:
-        share = np.divide(remaining, counts, out=inf.copy(), where=counts > 0.5)
-        on = share[sub]
-        fmin = on.min(axis=1)
-        at_min = on <= fmin[:, None] * (1.0 + LEVEL_RTOL)
-        # A link is no bottleneck yet if one of its flows has a tighter link elsewhere.
-        blocked = np.zeros(nl, dtype=bool)
-        blocked[sub[~at_min]] = True
-        hit = (at_min & ~blocked[sub]).any(axis=1)
-        if hit.all():
-            rate[open_rows] = fmin
-            return rate
-        rows = open_rows[hit]
-        level = fmin[hit]
-        rate[rows] = level
-        frozen = sub[hit].ravel()
-        counts -= np.bincount(frozen, minlength=nl)
-        remaining -= np.bincount(frozen, weights=np.repeat(level, width), minlength=nl)
-        counts[nl - 1] = 0.0
-        np.maximum(remaining, 0.0, out=remaining)
-        open_rows = open_rows[~hit]
-        sub = sub[~hit]
-
-
-def _affected(links: np.ndarray, seeds: np.ndarray, nl: int, rounds: int = 4):
-    """Mask of the flows (rows of ``links``) connected through shared links to the links of
-    ``seeds`` (the paths of flows that just started or stopped): max-min rates decompose
-    over such components, so only these can change. None when the component is not found
-    small within ``rounds`` growth steps, and every rate should be recomputed."""
-    mark = np.zeros(nl, dtype=bool)
-    mark[seeds.ravel()] = True
-    mark[nl - 1] = False
-    rows = mark[links].any(axis=1)
-    size = int(rows.sum())
-    for _ in range(rounds):
-        if 2 * size > len(rows):
-            return None
-        mark[links[rows].ravel()] = True
-        mark[nl - 1] = False
-        grown = mark[links].any(axis=1)
-        grown_size = int(grown.sum())
-        if grown_size == size:
-            return rows
-        rows, size = grown, grown_size
-    return None
+__all__ = ["simulate"]
 
 
 def _check_option(name: str, value: float, positive: bool = False) -> float:
@@ -106,8 +49,8 @@ def _check_option(name: str, value: float, positive: bool = False) -> float:
 
 
 def _link_table(graph: nx.Graph, schedule: Schedule, goodput: float):
-    """Intern paths: (row of each transfer, padded link-id table, capacities in bit/s with
-    the infinite dummy last, hops per transfer)."""
+    """Intern paths: (path row of each transfer, link ids of each row, capacities in bit/s
+    with an infinite dummy last, padded link-id table of the rows)."""
     default = graph.graph.get("bw_mbps")
     link_id: dict[tuple[str, str], int] = {}
     caps: list[float] = []
@@ -139,8 +82,217 @@ def _link_table(graph: nx.Graph, schedule: Schedule, goodput: float):
     for r, ids in enumerate(rows):
         table[r, :len(ids)] = ids
     cap = np.array(caps + [np.inf])
-    lengths = np.array([len(ids) for ids in rows], dtype=np.int64)
-    return row_of, table, cap, lengths[row_of]
+    return row_of.tolist(), [tuple(ids) for ids in rows], cap, table
+
+
+class _Run:
+    """What both engines share: dependency bookkeeping, the heaps of transfers about to
+    start and about to arrive, and the recorded times."""
+
+    def __init__(self, schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]],
+                 startup_s: float, hop_latency_s: float) -> None:
+        transfers = schedule.transfers
+        count = len(transfers)
+        position = {t.id: i for i, t in enumerate(transfers)}
+        if len(position) != count:
+            raise ScheduleError("transfer ids are not unique")
+        self.startup_s = startup_s
+        bits_per = 8 * DTYPES[schedule.dtype]
+        self.bits = [float(t.count * bits_per) for t in transfers]
+        self.links_of = [rows[r] for r in row_of]
+        self.latency = [len(links) * hop_latency_s for links in self.links_of]
+        self.children: list[list[int]] = [[] for _ in range(count)]
+        self.pending = [0] * count
+        for i, t in enumerate(transfers):
+            for d in set(t.deps):
+                j = position.get(d)
+                if j is None:
+                    raise ScheduleError(f"transfer {t.id}: depends on unknown transfer {d}")
+                self.children[j].append(i)
+                self.pending[i] += 1
+        self.ready_at = [0.0] * count
+        self.start = [math.nan] * count
+        self.finish = [math.nan] * count
+        self.ready = [(startup_s, i) for i in range(count) if self.pending[i] == 0]
+        heapq.heapify(self.ready)
+        self.arrivals: list[tuple[float, int]] = []
+
+    def next_time(self) -> float:
+        """The earliest pending start or arrival."""
+        t = self.ready[0][0] if self.ready else math.inf
+        if self.arrivals and self.arrivals[0][0] < t:
+            t = self.arrivals[0][0]
+        return t
+
+    def sent(self, i: int, when: float) -> None:
+        """Transfer i has put its last bit on the wire at ``when``."""
+        if self.latency[i] == 0.0:
+            self.arrive(i, when)
+        else:
+            heapq.heappush(self.arrivals, (when + self.latency[i], i))
+
+    def arrive(self, i: int, when: float) -> None:
+        """Transfer i has arrived: release the transfers waiting for it."""
+        self.finish[i] = when
+        for c in self.children[i]:
+            self.pending[c] -= 1
+            if when > self.ready_at[c]:
+                self.ready_at[c] = when
+            if self.pending[c] == 0:
+                heapq.heappush(self.ready, (self.ready_at[c] + self.startup_s, c))
+
+    def due(self, horizon: float) -> list[int]:
+        """Process every arrival and start up to ``horizon``; the transfers that start
+        sending (empty ones and ones without links arrive at once)."""
+        new = []
+        ready, arrivals = self.ready, self.arrivals
+        while (arrivals and arrivals[0][0] <= horizon) or (ready and ready[0][0] <= horizon):
+            while arrivals and arrivals[0][0] <= horizon:
+                when, i = heapq.heappop(arrivals)
+                self.arrive(i, when)
+            while ready and ready[0][0] <= horizon:
+                when, i = heapq.heappop(ready)
+                self.start[i] = when
+                if self.bits[i] > 0 and self.links_of[i]:
+                    new.append(i)
+                else:
+                    self.sent(i, when)
+        return new
+
+
+def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarray,
+                 table: np.ndarray) -> None:
+    """Engine for schedules with few flows per component: Python state per flow, a heap of
+    projected finish times (a version number retires stale entries)."""
+    count = len(run.bits)
+    links_of = run.links_of
+    rem = [0.0] * count
+    since = [0.0] * count
+    rate = [0.0] * count
+    version = [0] * count
+    projected: list[tuple[float, int, int]] = []
+    on_link: list[set[int]] = [set() for _ in caps]
+    now = 0.0
+    while True:
+        while projected and projected[0][2] != version[projected[0][1]]:
+            heapq.heappop(projected)
+        t_next = run.next_time()
+        if projected and projected[0][0] < t_next:
+            t_next = projected[0][0]
+        if t_next == math.inf:
+            return
+        t_next = max(t_next, now)
+        horizon = t_next * (1.0 + BATCH_RTOL)
+        dirty: set[int] = set()
+        while projected and projected[0][0] <= horizon:
+            _, i, ver = heapq.heappop(projected)
+            if ver != version[i]:
+                continue
+            version[i] += 1
+            for link in links_of[i]:
+                on_link[link].discard(i)
+                dirty.add(link)
+            run.sent(i, t_next)
+        now = t_next
+        for i in run.due(horizon):
+            rem[i], since[i], rate[i] = run.bits[i], now, 0.0
+            for link in links_of[i]:
+                on_link[link].add(i)
+                dirty.add(link)
+        if not dirty:
+            continue
+        flows: set[int] = set()
+        stack = list(dirty)
+        while stack:
+            for f in on_link[stack.pop()]:
+                if f not in flows:
+                    flows.add(f)
+                    for link in links_of[f]:
+                        if link not in dirty:
+                            dirty.add(link)
+                            stack.append(link)
+        if not flows:
+            continue
+        group = list(flows)
+        for f in group:
+            rem[f] = max(0.0, rem[f] - rate[f] * (now - since[f]))
+            since[f] = now
+        if len(group) <= SMALL_COMPONENT:
+            rates = max_min_small([links_of[f] for f in group], caps)
+        else:
+            rates = max_min_rates(table[[row_of[f] for f in group]], cap).tolist()
+        for f, r in zip(group, rates, strict=True):
+            rate[f] = r
+            version[f] += 1
+            heapq.heappush(projected, (now + rem[f] / r, f, version[f]))
+
+
+def _affected(links: np.ndarray, seeds: np.ndarray, nl: int, rounds: int = 4):
+    """Mask of the flows (rows of ``links``) connected through shared links to the links of
+    ``seeds``; None when that component is not found small within ``rounds`` steps."""
+    mark = np.zeros(nl, dtype=bool)
+    mark[seeds.ravel()] = True
+    mark[nl - 1] = False
+    rows = mark[links].any(axis=1)
+    size = int(rows.sum())
+    for _ in range(rounds):
+        if 2 * size > len(rows):
+            return None
+        mark[links[rows].ravel()] = True
+        mark[nl - 1] = False
+        grown = mark[links].any(axis=1)
+        grown_size = int(grown.sum())
+        if grown_size == size:
+            return rows
+        rows, size = grown, grown_size
+    return None
+
+
+def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray) -> None:
+    """Engine for schedules with many concurrent flows: the active set as numpy arrays."""
+    rows = np.array(row_of, dtype=np.int64)
+    bits = np.array(run.bits)
+    act = np.empty(0, dtype=np.int64)
+    rem = np.empty(0)
+    rate = np.empty(0)
+    now = 0.0
+    while True:
+        t_next = run.next_time()
+        if act.size:
+            ttf = rem / rate
+            k = int(np.argmin(ttf))
+            t_fin = now + ttf[k]
+            t_next = min(t_next, t_fin)
+        if t_next == math.inf:
+            return
+        horizon = t_next * (1.0 + BATCH_RTOL)
+        touched: list[int] = []
+        if act.size:
+            done = ttf <= horizon - now
+            if t_next == t_fin:
+                done[k] = True
+            rem -= rate * (t_next - now)
+            if done.any():
+                for i in act[done].tolist():
+                    run.sent(i, t_next)
+                touched = rows[act[done]].tolist()
+                keep = ~done
+                act, rem, rate = act[keep], rem[keep], rate[keep]
+        now = t_next
+        new = run.due(horizon)
+        if new:
+            fresh = np.array(new, dtype=np.int64)
+            act = np.concatenate([act, fresh])
+            rem = np.concatenate([rem, bits[fresh]])
+            rate = np.concatenate([rate, np.zeros(len(new))])
+            touched += rows[fresh].tolist()
+        if touched and act.size:
+            links = table[rows[act]]
+            part = _affected(links, table[touched], cap.shape[0])
+            if part is None:
+                rate = max_min_rates(links, cap)
+            else:
+                rate[part] = max_min_rates(links[part], cap)
 
 
 def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
@@ -160,109 +312,23 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     if schedule.dtype not in DTYPES:
         raise ScheduleError(f"dtype {schedule.dtype!r} is not one of {', '.join(DTYPES)}")
     transfers = schedule.transfers
-    count = len(transfers)
-    if count == 0:
+    if not transfers:
         return Result(0.0, {}, {})
-    position = {t.id: i for i, t in enumerate(transfers)}
-    if len(position) != count:
-        raise ScheduleError("transfer ids are not unique")
-    row_of, table, cap, hops = _link_table(graph, schedule, goodput)
-    bits = np.array([t.count for t in transfers], dtype=float) * (8 * DTYPES[schedule.dtype])
-    latency = hops * hop_latency_s
-    children: list[list[int]] = [[] for _ in range(count)]
-    pending = np.zeros(count, dtype=np.int64)
-    for i, t in enumerate(transfers):
-        for d in set(t.deps):
-            j = position.get(d)
-            if j is None:
-                raise ScheduleError(f"transfer {t.id}: depends on unknown transfer {d}")
-            children[j].append(i)
-            pending[i] += 1
-    ready_at = np.zeros(count)
-    start = np.full(count, np.nan)
-    finish = np.full(count, np.nan)
-    ready = [(startup_s, i) for i in np.flatnonzero(pending == 0).tolist()]
-    heapq.heapify(ready)
-    arrivals: list[tuple[float, int]] = []
-    act = np.empty(0, dtype=np.int64)
-    rem = np.empty(0)
-    rate = np.empty(0)
-    now = 0.0
-
-    def arrive(i: int, when: float) -> None:
-        finish[i] = when
-        for c in children[i]:
-            pending[c] -= 1
-            if when > ready_at[c]:
-                ready_at[c] = when
-            if pending[c] == 0:
-                heapq.heappush(ready, (ready_at[c] + startup_s, c))
-
-    while ready or arrivals or act.size:
-        t_next = math.inf
-        if ready:
-            t_next = ready[0][0]
-        if arrivals:
-            t_next = min(t_next, arrivals[0][0])
-        if act.size:
-            ttf = rem / rate
-            k = int(np.argmin(ttf))
-            t_fin = now + ttf[k]
-            t_next = min(t_next, t_fin)
-        horizon = t_next * (1.0 + BATCH_RTOL)
-        changed = False
-        touched: list[int] = []
-        if act.size:
-            done = ttf <= horizon - now
-            if t_next == t_fin:
-                done[k] = True
-            rem -= rate * (t_next - now)
-            if done.any():
-                for i in act[done].tolist():
-                    if latency[i] == 0.0:
-                        arrive(i, t_next)
-                    else:
-                        heapq.heappush(arrivals, (t_next + latency[i], i))
-                touched = row_of[act[done]].tolist()
-                keep = ~done
-                act, rem, rate = act[keep], rem[keep], rate[keep]
-                changed = True
-        now = t_next
-        new: list[int] = []
-        while (arrivals and arrivals[0][0] <= horizon) or (ready and ready[0][0] <= horizon):
-            while arrivals and arrivals[0][0] <= horizon:
-                when, i = heapq.heappop(arrivals)
-                arrive(i, when)
-            while ready and ready[0][0] <= horizon:
-                when, i = heapq.heappop(ready)
-                start[i] = when
-                if bits[i] > 0 and hops[i] > 0:
-                    new.append(i)
-                elif latency[i] == 0.0:
-                    arrive(i, when)
-                else:
-                    heapq.heappush(arrivals, (when + latency[i], i))
-        if new:
-            fresh = np.array(new, dtype=np.int64)
-            act = np.concatenate([act, fresh])
-            rem = np.concatenate([rem, bits[fresh]])
-            rate = np.concatenate([rate, np.zeros(len(new))])
-            touched += row_of[fresh].tolist()
-            changed = True
-        if changed and act.size:
-            links = table[row_of[act]]
-            part = _affected(links, table[touched], cap.shape[0])
-            if part is None:
-                rate = max_min_rates(links, cap)
-            else:
-                rate[part] = max_min_rates(links[part], cap)
-    if np.isnan(finish).any():
-        stuck = transfers[int(np.flatnonzero(np.isnan(finish))[0])]
+    row_of, rows, cap, table = _link_table(graph, schedule, goodput)
+    run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
+    servers = {t.src for t in transfers} | {t.dst for t in transfers}
+    if len(run.ready) > CONCURRENT_PER_SERVER * len(servers):
+        _vectorised(run, row_of, cap, table)
+    else:
+        _incremental(run, row_of, cap.tolist(), cap, table)
+    finish = run.finish
+    if any(math.isnan(x) for x in finish):
+        stuck = transfers[next(i for i, x in enumerate(finish) if math.isnan(x))]
         raise ScheduleError(f"transfer {stuck.id}: never starts; its dependencies form a "
                             "cycle")
     ids = [t.id for t in transfers]
     return Result(
-        makespan_s=float(finish.max()),
-        start_s=dict(zip(ids, start.tolist(), strict=True)),
-        finish_s=dict(zip(ids, finish.tolist(), strict=True)),
+        makespan_s=max(finish),
+        start_s=dict(zip(ids, run.start, strict=True)),
+        finish_s=dict(zip(ids, finish, strict=True)),
     )

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import topology as tp
-from simulator import Result, lower_bound, max_min_rates, simulate
+from simulator import Result, fluid, lower_bound, max_min_rates, simulate
+from simulator.maxmin import max_min_small
 from traffic.collectives import ALGORITHMS, build, ps, ring
 from traffic.schedule import Schedule, ScheduleError, Transfer
 
@@ -215,3 +216,31 @@ def test_result_round_trip():
         Result.from_dict(doc)
     with pytest.raises(ValueError, match="missing the field 'source'"):
         Result.from_dict({"makespan_s": 1.0, "start_s": {}, "finish_s": {}})
+
+
+def test_max_min_kernels_agree():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        nl, m = int(rng.integers(2, 9)), int(rng.integers(1, 12))
+        cap = rng.choice([1.0, 2.0, 3.0, 5.0], nl).tolist()
+        paths = [tuple(rng.choice(nl, int(rng.integers(1, min(4, nl) + 1)),
+                                  replace=False).tolist()) for _ in range(m)]
+        table = np.full((m, max(map(len, paths))), nl)
+        for f, p in enumerate(paths):
+            table[f, :len(p)] = p
+        assert max_min_small(paths, cap) == pytest.approx(
+            max_min_rates(table, np.array(cap + [np.inf])).tolist(), rel=1e-9)
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS)
+def test_both_engines_agree(algo, monkeypatch):
+    g = tp.make_graph("dcell", n=3, k=1, bw_mbps=BW)
+    schedule = build(algo, g, 40_004)
+    options = {"startup_s": 1e-4, "hop_latency_s": 1e-5}
+    monkeypatch.setattr(fluid, "CONCURRENT_PER_SERVER", 10**9)
+    incremental = simulate(g, schedule, **options)
+    monkeypatch.setattr(fluid, "CONCURRENT_PER_SERVER", -1)
+    vectorised = simulate(g, schedule, **options)
+    for tid, when in incremental.finish_s.items():
+        assert vectorised.finish_s[tid] == pytest.approx(when, rel=1e-9)
+    assert vectorised.start_s.keys() == incremental.start_s.keys()
