@@ -49,7 +49,7 @@ def _router(graph: nx.Graph) -> Router:
 
 # -- ring ------------------------------------------------------------------------------------
 
-def _gray_order(graph: nx.Graph, router: Router) -> list[str]:
+def _gray_order(graph: nx.Graph) -> list[str]:
     """BCube servers in a cyclic n-ary Gray code: neighbours differ in one digit, so every
     ring hop crosses exactly one switch (wrap-around included)."""
     n, k = graph.graph["spec"]["params"]["n"], graph.graph["spec"]["params"]["k"]
@@ -75,7 +75,7 @@ def ring_order(graph: nx.Graph) -> list[str]:
     router = _router(graph)
     spec = graph.graph.get("spec")
     if spec is not None and spec["family"] == "bcube":
-        return _gray_order(graph, router)
+        return _gray_order(graph)
     return _tour(router)
 
 
