@@ -100,10 +100,11 @@ def candidate_trees(ov: Overlay, root: int, loads: Loads, chunk_bytes: float) ->
 def features(ov: Overlay, trees: list[Tree | None], loads: Loads, chunk_bytes: float,
              lb_s: float, progress: float) -> tuple[np.ndarray, np.ndarray]:
     """(K_MAX x F_UP float32 rows, int8 mask). Row: increase of the slotted estimate (in
-    chunk link-times) and the estimate after adding the candidate (in lower bounds), peak
-    link load after adding it and its increase, peak reduce and broadcast load after, mean
-    load now on its links, depth, links per hop (relayed hops count extra), largest
-    fan-out, progress, and the current slotted estimate."""
+    chunk link-times / 2(N-1)) and the estimate after adding the candidate (in lower
+    bounds), peak link load after adding it and its increase (chunk link-times / (N-1)),
+    peak reduce and broadcast load after, mean load now on its links, depth, links per hop
+    (relayed hops count extra), largest fan-out, progress, and the current slotted
+    estimate."""
     obs = np.zeros((K_MAX, F_UP), np.float32)
     mask = np.zeros(K_MAX, np.int8)
     unit = chunk_bytes / float(ov.cap_Bps[:-1].min())
@@ -124,8 +125,10 @@ def features(ov: Overlay, trees: list[Tree | None], loads: Loads, chunk_bytes: f
         fan = max(len(c) for c in tree.children())
         links = ov.hop_len[hops]
         est = loads.estimate_with(ov, tree, chunk_bytes)
-        obs[k] = ((est - estimate) / unit, est / lb_s, after[0] / lb_s,
-                  (after[0] - now[0]) / unit, 2 * after[1] / lb_s, 2 * after[2] / lb_s,
+        # Increases are in chunk link-times, scaled by their largest plausible value (a
+        # chain adds 2 (N-1) slots, a star N-1 crossings of one link) to stay near [0, 1].
+        obs[k] = ((est - estimate) / unit / (2 * (n - 1)), est / lb_s, after[0] / lb_s,
+                  (after[0] - now[0]) / unit / (n - 1), 2 * after[1] / lb_s, 2 * after[2] / lb_s,
                   total[on].mean() / lb_s, tree.depth() / (n - 1),
                   (links.mean() + (links > 2).mean()) / 4.0, fan / (n - 1),
                   progress, estimate / lb_s)
