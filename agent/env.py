@@ -69,6 +69,15 @@ class EnvConfig:
     #: Seed of the cycle search behind the chain candidates.
     overlay_seed: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("size_bytes", "chunks_per_server", "slots"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("startup_s", "hop_latency_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
 
 Scheduler = Callable[[Plan], tuple[Schedule, float]]
 
@@ -204,7 +213,6 @@ class WorkloadEnv(gym.Env):
         self.cands = cands[: self.slots]
         obs = np.zeros((self.slots + 1, F_LO), np.float32)
         mask = np.zeros(self.slots + 1, np.int8)
-        n = len(self.plan.tasks)
         glob = (self.used[:-1].mean(), self.placed.mean(), min(len(cands), 4 * self.slots)
                 / (4 * self.slots))
         c = self.cands
@@ -227,7 +235,6 @@ class WorkloadEnv(gym.Env):
         if self.current and c.size:
             mask[self.slots] = 1
         self.mask = mask
-        del n
         return np.clip(obs, 0.0, OBS_HIGH), {"action_mask": mask.copy()}
 
     def _close_round(self) -> None:

@@ -70,3 +70,10 @@ def test_rounds_chain_sends_and_still_validate():
     assert sum(len(t.deps) for t in schedule.transfers) > sum(len(t.deps) for t in plan.tasks)
     with pytest.raises(ValueError, match="exactly once"):
         plan.schedule(order[:-1])
+
+
+def test_cycle_search_is_seeded():
+    graph = topology.make_graph("jellyfish", switches=8, ports=4, uplinks=3, seed=1)
+    from agent.trees import Overlay
+
+    assert Overlay(graph, seed=5).cycles == Overlay(graph, seed=5).cycles
