@@ -45,6 +45,10 @@ SCHEDULERS = (*BASELINES, "drl")
 LOAD_BUDGET_MBPS = 400.0
 
 
+class InvalidSchedule(RuntimeError):
+    """A scheduler produced a schedule that validate() rejects: a bug, not bad input."""
+
+
 class Interrupted(Exception):
     """SIGTERM arrived: unwind so that the network is torn down."""
 
@@ -149,7 +153,11 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
                 raise ValueError(f"scheduler {name}: {exc}") from None
             progress(f"{name}: not available ({exc}); skipped")
             continue
-        validate(schedule, graph)
+        try:
+            validate(schedule, graph)
+        except ScheduleError as exc:
+            raise InvalidSchedule(f"scheduler {name} produced an invalid schedule: {exc}") \
+                from None
         sim = simulate(graph, schedule)
         plans.append({"scheduler": name, "schedule": schedule, "raw": sim})
         progress(f"{name}: {len(schedule.transfers)} transfers, simulated "
@@ -343,6 +351,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         run(main, PROG)
-    except ScheduleError as exc:  # a scheduler produced an invalid schedule: a bug, not input
-        sys.stderr.write(f"{PROG}: invalid schedule: {exc}\n")
+    except InvalidSchedule as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
         raise SystemExit(1) from None
