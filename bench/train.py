@@ -20,6 +20,9 @@ import torch  # noqa: E402
 import topology  # noqa: E402
 from agent.train import TrainConfig, train  # noqa: E402
 
+#: "Beats ring" means a greedy makespan at most this fraction of ring's.
+BEAT = 0.99
+
 
 def main() -> int:
     """Run the benchmark and print its figures."""
@@ -36,12 +39,12 @@ def main() -> int:
     wall, cpu = time.monotonic(), time.process_time()
     _, _, history = train(graph, cfg, progress=False)
     wall, cpu = time.monotonic() - wall, time.process_time() - cpu
-    beat = next((row for row in history if row.get("greedy_ring_ratio", 2.0) < 1.0), None)
+    beat = next((row for row in history if row.get("greedy_ring_ratio", 2.0) <= BEAT), None)
     last = history[-1]
     print(f"BCube(4,1), 8 MiB, 10 Mbit/s, seed {args.seed}: {last['episodes']} episodes in "
           f"{wall:.0f} s wall, {cpu:.0f} s CPU")
     if beat is None:
-        print(f"never beat ring within {args.budget_s:.0f} s")
+        print(f"never beat ring (<= {BEAT} x) within {args.budget_s:.0f} s")
     else:
         print(f"first beat ring after {beat['seconds']:.0f} s wall ({beat['episodes']} episodes):"
               f" greedy makespan {beat['greedy_ring_ratio']:.3f} x ring")
