@@ -70,6 +70,9 @@ def main() -> int:
     if args.samples < 0:
         raise ValueError(f"--samples must be >= 0, got {args.samples}")
     graph = graph_from_args(args)
+    import torch
+
+    torch.set_num_threads(1)
     rows = evaluate(graph, args.checkpoint, args.size_bytes, args.samples, args.sample_seed,
                     startup_s=args.startup_s, hop_latency_s=args.hop_latency_s)
     if args.json:

@@ -99,8 +99,8 @@ def update(model: RowScorer, optimizer: torch.optim.Optimizer, ro: Rollout, *, g
             optimizer.step()
             with torch.no_grad():
                 kl = ((ratio - 1) - (logp - old_logp[idx])).mean()
-            stats["pg"].append(float(pg))
-            stats["v"].append(float(v_loss))
-            stats["ent"].append(float(entropy.mean()))
-            stats["kl"].append(float(kl))
+            stats["pg"].append(pg.item())
+            stats["v"].append(v_loss.item())
+            stats["ent"].append(entropy.mean().item())
+            stats["kl"].append(kl.item())
     return {key: float(np.mean(vals)) for key, vals in stats.items()}
