@@ -241,8 +241,8 @@ def alternating_cycle(ov: Overlay, budget: int = 200_000) -> list[int] | None:
     nic: dict[tuple[int, int], str] = {}
     adjacent: list[list[int]] = [[] for _ in names]
     for (u, w), hops in ov.pair_hops.items():
-        path = ov.hop_path[hops[0]]
-        if len(path) <= 3 or not any(x in index for x in path[1:-1]):
+        path = min((ov.hop_path[h] for h in hops), key=len)
+        if not any(x in index for x in path[1:-1]):
             nic[(u, w)] = path[1]
             adjacent[u].append(w)
     order, used, steps = [0], [False] * ov.n, 0
