@@ -1,4 +1,4 @@
-"""Candidate aggregation trees over any topology graph, and the transfers of one tree.
+"""Candidate aggregation trees over any topology graph.
 
 A tree spans the servers; each of its edges is a server-to-server *hop* routed on a concrete
 node path of the graph (``topology.paths``). A chunk of the buffer is reduced up its tree to
@@ -15,8 +15,8 @@ operations. Candidate families, all topology-agnostic:
 - ``chain``: a Hamiltonian cycle of the servers with one edge of the root removed, reduced
   in one orientation and broadcast in the other. The cycles are searched once per graph so
   that the cycle's hops, used both ways, load every directed link as evenly as possible: on
-  BCube and DCell each server then sends clockwise on one NIC and counter-clockwise on the
-  other.
+  BCube(4,1) and DCell(4,1) each server then sends clockwise on one NIC and
+  counter-clockwise on the other.
 
 Pure: standard library, networkx and numpy only (no torch).
 """
@@ -199,9 +199,7 @@ def chain_tree(ov: Overlay, cycle: tuple[tuple[int, int], ...], root: int,
     hop_of = [-1] * ov.n
     for step in range(1, n):
         if clockwise:
-            # v sends towards the root along the cycle: v = order[at - step], next is closer.
-            v, nxt = order[(at + step) % n], order[(at + step + 1) % n]
-            del nxt
+            # order[at - step] sends its reduce on to order[at - step + 1], nearer the root.
             i = (at - step) % n
             v, up = order[i], order[(i + 1) % n]
             parent[v], hop_of[v] = up, cycle[i][1]
