@@ -5,24 +5,40 @@ Built from a topology graph (``topology.make_graph``):
 
 - BCube and DCell servers relay, so each is a Mininet host (graph name, e.g. ``s00``) plus an
   OVS bridge (``vs00``) holding its NICs; the host reaches its bridge over an unshaped link (it
-  stands for the server's bus, not a NIC), every graph link is shaped with HTB. Jellyfish
+  stands for the server's bus, not a NIC), every graph link is shaped with HTB
+  (``emulation.plan.shaping_commands``: data and control packets queue apart). Jellyfish
   servers are plain hosts on their ToR switch.
 - Switches use the userspace datapath (no OVS kernel module here), OpenFlow 1.3, fail mode
   secure (nothing forwards or floods before the controller's rules), explicit dpids and port
   numbers decided by ``controller.topofile.layout``. Veth TX/RX checksum offload is off (TCP
   stalls through the userspace datapath otherwise) unless ``tso=True`` and OVS runs with
   userspace TSO. Delay and loss cannot be emulated: this kernel has no netem.
-- Hosts: IPv4 by rank, static ARP for every other host, IPv6 off.
+- Every interface has a 9000-byte MTU (``mtu``): the one OVS thread pays per packet, and jumbo
+  frames cut the packet rate sixfold, so it keeps up (also on a loaded 2-core machine) and
+  headers cost 0.6 % of a link instead of 4 %.
+- Hosts: IPv4 by rank, static ARP for every other host, IPv6 off, no slow start after idle.
 - The controller runs as ``python -m controller``; start() returns once every datapath is
   connected and its base rules are confirmed. Everything created is recorded in a state file
   (``emulation.netstate``) so ``clean()`` can remove a crashed run's leftovers.
+- OVS's socket buffers (``OvsBuffers``). ovs-vswitchd transmits on every port through one
+  AF_PACKET socket, and a packet waiting in a shaped port's HTB queue is charged to that
+  socket's send buffer (``net.core.wmem_default``, 208 KiB: about 90 full-size packets for all
+  the queues of the whole network together). When it is full OVS drops what it sends, seen by
+  no counter (only a rate-limited "error sending Ethernet packet ...: Resource temporarily
+  unavailable" in its log), and TCP loses segments on every link. Each port's receive socket
+  (208 KiB too: 13 jumbo frames) overflows when a host bursts into its unshaped link or OVS is
+  off the CPU for a while (``ss -0 -m`` shows those drops). While a network runs, the
+  transmit buffer holds every shaped port's full queue and each port's receive buffer a full
+  queue; ``stop()`` restores the transmit buffer (the receive sockets go with the ports).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -35,12 +51,17 @@ import networkx as nx
 from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
 from emulation import netstate, probes
-from emulation.plan import EmulationError, plan_links, port_free, preflight
+from emulation.plan import EmulationError, plan_links, port_free, preflight, shaping_commands
 
 __all__ = ["EmulatedNetwork", "EmulationError", "clean", "plan_links"]
 
 REPO = Path(__file__).resolve().parent.parent
 CONTROLLER_TIMEOUT_S = 60.0
+OVS_PIDFILE = Path(os.environ.get("OVS_RUNDIR", "/var/run/openvswitch")) / "ovs-vswitchd.pid"
+#: MTU of every emulated interface (jumbo frames, see the module doc).
+MTU = 9000
+#: Packets an HTB leaf (pfifo at the veth's txqueuelen) holds.
+QUEUE_PACKETS = 1000
 
 
 def _mininet():
@@ -100,7 +121,7 @@ class EmulatedNetwork:
 
     def __init__(self, graph: nx.Graph, workdir: Path, of_port: int = 6653,
                  api_port: int = 8080, bw_mbps: float | None = None, tso: bool = False,
-                 wait_s: float = 600.0):
+                 wait_s: float = 600.0, mtu: int = MTU):
         if bw_mbps is not None and not bw_mbps > 0:
             raise ValueError(f"bw_mbps must be > 0, got {bw_mbps!r}")
         self.graph = graph.copy()
@@ -108,14 +129,15 @@ class EmulatedNetwork:
             nx.set_edge_attributes(self.graph, float(bw_mbps), "bw_mbps")
             self.graph.graph["bw_mbps"] = float(bw_mbps)
         self.workdir = Path(workdir)
-        self.of_port, self.api_port, self.tso = of_port, api_port, tso
+        self.of_port, self.api_port, self.tso, self.mtu = of_port, api_port, tso, mtu
         self.wait_s = wait_s
         self._lock = netstate.NetworkLock()
         self.topology = layout(self.graph)
         self.topology_file = self.workdir / "topology.json"
-        self.client = ControllerClient("127.0.0.1", api_port)
+        self.client = SyncedClient("127.0.0.1", api_port)
         self.timings: dict[str, float] = {}
         self.net = None
+        self.ovs_buffers = OvsBuffers()
         self.controller: subprocess.Popen | None = None
         self._procs: list = []
         self._previous_sigterm = None
@@ -173,6 +195,32 @@ class EmulatedNetwork:
         self._shape_switch_ports(links)
         self.timings["network_up_s"] = time.monotonic() - t0
         self._wait_controller(t0)
+        self._raise_ovs_buffers(links)
+
+    def _raise_ovs_buffers(self, links: list[dict]) -> None:
+        """OVS's socket buffers (see the module doc): the transmit socket holds every shaped
+        port's full queue, each port's receive socket a full queue too (a host bursts into
+        its unshaped link; OVS may be off the CPU for a while). OVS opens its transmit socket
+        at its first transmission: one ping makes it when there is none yet."""
+        # kernel memory one queued packet costs (skb truesize, generously rounded up)
+        truesize = 68 * 1024 if self.tso else 2 * (self.mtu + 1024)
+        queue = QUEUE_PACKETS * truesize
+        shaped = sum(1 for link in links if link["bw_mbps"]) * 2
+        ports = {link[f"intf_{end}"] for link in links for end in ("a", "b")
+                 if link[end] not in self.topology.hosts}
+        try:
+            if not self.ovs_buffers.raise_send(min(shaped * queue, OvsBuffers.MAX_BYTES)):
+                a, b = self.servers[:2]
+                self.host(a).cmd(f"ping -c1 -W1 {self.ip(b)}")
+                if not self.ovs_buffers.raise_send(min(shaped * queue, OvsBuffers.MAX_BYTES)):
+                    raise OSError("ovs-vswitchd opened no transmit socket")
+            indexes = {int(Path(f"/sys/class/net/{name}/ifindex").read_text()) for name in ports}
+            found = self.ovs_buffers.raise_receive(indexes, queue)
+            if found < len(ports):
+                raise OSError(f"found the receive sockets of {found} of {len(ports)} ports")
+        except OSError as exc:
+            print(f"emulation: warning: cannot raise ovs-vswitchd's socket buffers ({exc}); "
+                  "TCP will lose packets when more than a few wait at a port", file=sys.stderr)
 
     def _check_free(self) -> None:
         netstate.clean()
@@ -206,8 +254,11 @@ class EmulatedNetwork:
         topo = self.topology
         self.net = net = Mininet(topo=None, build=False, controller=None, cleanup=False)
         net.addController(Controller("c0", ip="127.0.0.1", port=self.of_port))
+        # per namespace: IPv6 off; a persistent connection idle between two transfers keeps
+        # its congestion window
         sysctls = ("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-                   "net.ipv6.conf.default.disable_ipv6=1 net.ipv6.conf.lo.disable_ipv6=1")
+                   "net.ipv6.conf.default.disable_ipv6=1 net.ipv6.conf.lo.disable_ipv6=1 "
+                   "net.ipv4.tcp_slow_start_after_idle=0")
         for name, addr in topo.hosts.items():
             host = net.addHost(name, ip=f"{addr.ip}/16", mac=addr.mac)
             self.state.host_pids[name] = host.pid
@@ -219,38 +270,69 @@ class EmulatedNetwork:
                           run_id=self.state.run_id)
         offload = {"txo": self.tso, "rxo": self.tso}
         for link in links:
-            # Host ends are shaped here; OVS resets a port's qdisc when it adds the port, so
-            # switch ends are shaped after the bridges exist (_shape_switch_ports).
-            ends = [{"bw": link["bw_mbps"]} if link["bw_mbps"] and link[end] in topo.hosts
-                    else {} for end in ("a", "b")]
             net.addLink(link["a"], link["b"], port1=link["port_a"], port2=link["port_b"],
                         intfName1=link["intf_a"], intfName2=link["intf_b"], cls=TCLink,
-                        params1=ends[0], params2=ends[1], **offload)
+                        **offload)
         for name in self.state.root_intfs:
             _write(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "1")
         net.build()
+        self._set_mtu(links)
         for name, host in ((n, net.get(n)) for n in topo.hosts):
             self._static_arp(name, host)
+        # Host ends are shaped here; OVS resets a port's qdisc when it adds the port, so
+        # switch ends are shaped after the bridges exist (_shape_switch_ports).
+        for name in topo.hosts:
+            lines = [line for link in links for end in ("a", "b")
+                     if link["bw_mbps"] and link[end] == name
+                     for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"])]
+            if lines:
+                self._tc_batch(lines, f"shaping-{name}.tc", net.get(name))
+
+    def _set_mtu(self, links: list[dict]) -> None:
+        """Every interface at ``self.mtu``, before OVS adds the switch ends as ports."""
+        if self.mtu == 1500:
+            return
+        by_node: dict = {}
+        for link in links:
+            for end in ("a", "b"):
+                node = link[end] if link[end] in self.topology.hosts else None
+                by_node.setdefault(node, []).append(link[f"intf_{end}"])
+        for node, intfs in by_node.items():
+            lines = "\n".join(f"link set dev {i} mtu {self.mtu}" for i in intfs) + "\n"
+            batch = self.workdir / f"mtu-{node or 'root'}.batch"
+            batch.write_text(lines)
+            if node is None:
+                out = subprocess.run(["ip", "-batch", str(batch)], capture_output=True,
+                                     text=True, timeout=60)
+                ok, err = out.returncode == 0, out.stderr
+            else:
+                err = self.net.get(node).cmd(f"ip -batch {batch} 2>&1 && echo MTU-OK")
+                ok = "MTU-OK" in err
+            if not ok:
+                raise EmulationError(f"setting MTU {self.mtu} failed: {err[-300:]}")
 
     def _shape_switch_ports(self, links: list[dict]) -> None:
         """HTB at each graph link's rate on every switch-side interface, in one tc batch
-        (the same qdisc and class Mininet's TCLink sets)."""
-        lines = []
-        for link in links:
-            for end in ("a", "b"):
-                if link["bw_mbps"] and link[end] not in self.topology.hosts:
-                    dev = link[f"intf_{end}"]
-                    lines += [f"qdisc replace dev {dev} root handle 5: htb default 1",
-                              f"class replace dev {dev} parent 5: classid 5:1 htb rate "
-                              f"{link['bw_mbps']:g}Mbit burst 15k"]
-        if not lines:
-            return
-        batch = self.workdir / "shaping.tc"
+        (``emulation.plan.shaping_commands``)."""
+        lines = [line for link in links for end in ("a", "b")
+                 if link["bw_mbps"] and link[end] not in self.topology.hosts
+                 for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"])]
+        if lines:
+            self._tc_batch(lines, "shaping.tc")
+
+    def _tc_batch(self, lines: list[str], name: str, host=None) -> None:
+        """Run tc commands in one batch, in the root namespace or in ``host``'s."""
+        batch = self.workdir / name
         batch.write_text("\n".join(lines) + "\n")
-        out = subprocess.run(["tc", "-batch", str(batch)], capture_output=True, text=True,
-                             timeout=60)
-        if out.returncode != 0:
-            raise EmulationError(f"link shaping (tc -batch {batch}) failed: {out.stderr[-400:]}")
+        if host is None:
+            out = subprocess.run(["tc", "-batch", str(batch)], capture_output=True, text=True,
+                                 timeout=60)
+            ok, err = out.returncode == 0, out.stderr
+        else:
+            err = host.cmd(f"tc -batch {batch} 2>&1 && echo TC-OK")
+            ok = "TC-OK" in err
+        if not ok:
+            raise EmulationError(f"link shaping (tc -batch {batch}) failed: {err[-400:]}")
 
     def _static_arp(self, name: str, host) -> None:
         intf = host.defaultIntf().name
@@ -324,6 +406,7 @@ class EmulatedNetwork:
             netstate.terminate(self.controller.pid, str(self.topology_file))
             self.controller.wait()
             self.controller = None
+        self.ovs_buffers.restore()
         if self.state.path.exists():
             netstate.remove_run(self.state)
         self._lock.release()
@@ -376,6 +459,141 @@ class EmulatedNetwork:
         proc = self.host(name).popen(*args, **kwargs)
         self._procs.append(proc)
         return proc
+
+class SyncedClient(ControllerClient):
+    """The controller's client, whose ``route_stats`` first waits for OVS to push its datapath
+    flows' counters into the OpenFlow rules: they lag by up to one revalidation cycle (500 ms
+    by default), so counters read right after a run would miss its last bytes."""
+
+    def route_stats(self) -> dict:
+        for _ in range(2):  # the cycle running now may have read its counters already
+            try:
+                subprocess.run(["ovs-appctl", "--timeout=10", "revalidator/wait"],
+                               capture_output=True, timeout=15)
+            except subprocess.TimeoutExpired:
+                break
+        return super().route_stats()
+
+
+class OvsBuffers:
+    """Buffers of ovs-vswitchd's packet sockets, reached through duplicates of its
+    descriptors (pidfd_getfd; root): its one transmit socket (netdev-linux's packet socket
+    bound to no interface) and the receive socket of each port.
+
+    ``raise_send(n)`` makes the transmit buffer at least ``n`` bytes and remembers the old
+    size, which ``restore()`` puts back unless someone changed it since. ``raise_receive``
+    enlarges the receive buffers of the given interfaces' sockets, which go away with the
+    ports. OSError when OVS cannot be found or the kernel refuses."""
+
+    MAX_BYTES = 1 << 30
+    _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
+    _SYS_PIDFD_GETFD = 438  # the same number on every architecture
+
+    def __init__(self, pidfile: Path = OVS_PIDFILE):
+        self.pidfile = pidfile
+        self.sock: socket.socket | None = None  # duplicate of the transmit socket
+        self.before: int | None = None
+        self.size: int | None = None
+
+    def _sockets(self) -> tuple[int, dict[int, int]]:
+        """OVS's pid and its packet sockets: descriptor -> bound ifindex (0: none)."""
+        pid = int(self.pidfile.read_text().split()[0])
+        bound = {}  # inode -> ifindex; the transmit socket also has protocol 0
+        for line in Path(f"/proc/{pid}/net/packet").read_text().splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 9:
+                bound[f[8]] = -1 if f[4] == "0" and f[3] != "0000" else int(f[4])
+        fds = {}
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and bound.get(target[8:-1], -1) >= 0:
+                fds[int(fd)] = bound[target[8:-1]]
+        return pid, fds
+
+    def _dup(self, pid: int, fd: int) -> socket.socket:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pidfd = os.pidfd_open(pid)
+        try:
+            new = libc.syscall(self._SYS_PIDFD_GETFD, pidfd, fd, 0)
+        finally:
+            os.close(pidfd)
+        if new < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"pidfd_getfd on ovs-vswitchd: {os.strerror(err)}")
+        return socket.socket(fileno=new)
+
+    def send_size(self) -> int | None:
+        """The transmit socket's buffer in bytes; None when OVS has not opened it yet (it
+        does at its first transmission)."""
+        if self.sock is None:
+            pid, fds = self._sockets()
+            unbound = [fd for fd, ifindex in fds.items() if ifindex == 0]
+            if not unbound:
+                return None
+            if len(unbound) > 1:
+                raise OSError(f"ovs-vswitchd has {len(unbound)} unbound packet sockets")
+            self.sock = self._dup(pid, unbound[0])
+        return _buffer(self.sock, socket.SO_SNDBUF)
+
+    def receive_sizes(self, ifindexes: set[int]) -> list[int]:
+        """Receive buffers of the sockets bound to ``ifindexes``."""
+        pid, fds = self._sockets()
+        sizes = []
+        for fd, ifindex in fds.items():
+            if ifindex in ifindexes:
+                with self._dup(pid, fd) as sock:
+                    sizes.append(_buffer(sock, socket.SO_RCVBUF))
+        return sizes
+
+    def raise_send(self, size: int) -> bool:
+        """Transmit buffer to at least ``size`` bytes; False when OVS has not opened its
+        transmit socket yet."""
+        now = self.send_size()
+        if now is None:
+            return False
+        if now < size:
+            if self.before is None:
+                self.before = now
+            # the kernel doubles the value given (its bookkeeping overhead), as for SO_SNDBUF
+            self.sock.setsockopt(socket.SOL_SOCKET, self._SO_SNDBUFFORCE, (size + 1) // 2)
+            self.size = _buffer(self.sock, socket.SO_SNDBUF)
+        return True
+
+    def raise_receive(self, ifindexes: set[int], size: int) -> int:
+        """Receive buffers of the sockets bound to ``ifindexes`` to at least ``size`` bytes;
+        how many sockets were found."""
+        pid, fds = self._sockets()
+        found = 0
+        for fd, ifindex in fds.items():
+            if ifindex in ifindexes:
+                with self._dup(pid, fd) as sock:
+                    if _buffer(sock, socket.SO_RCVBUF) < size:
+                        sock.setsockopt(socket.SOL_SOCKET, self._SO_RCVBUFFORCE, (size + 1) // 2)
+                found += 1
+        return found
+
+    def restore(self) -> None:
+        """Put the transmit buffer's old size back; close the duplicate (idempotent)."""
+        sock, self.sock = self.sock, None
+        if sock is None:
+            return
+        try:
+            if self.before is not None and _buffer(sock, socket.SO_SNDBUF) == self.size:
+                sock.setsockopt(socket.SOL_SOCKET, self._SO_SNDBUFFORCE, self.before // 2)
+        except OSError as exc:
+            print(f"emulation: restoring ovs-vswitchd's send buffer failed: {exc}",
+                  file=sys.stderr)
+        finally:
+            sock.close()
+            self.before = self.size = None
+
+
+def _buffer(sock: socket.socket, which: int) -> int:
+    return sock.getsockopt(socket.SOL_SOCKET, which)
+
 
 def clean(force: bool = False) -> list[str]:
     """Remove the leftovers of crashed runs (our bridges, interfaces, host shells and

@@ -1,8 +1,9 @@
 """What an emulated network will be, and whether this machine can run it. No Mininet here.
 
 ``plan_links`` lists every veth pair (Mininet node names, OpenFlow port numbers, interface
-names, shaping) from the layout ``controller.topofile.layout`` decided; ``preflight`` checks
-root, the tools and a running Open vSwitch.
+names, shaping) from the layout ``controller.topofile.layout`` decided; ``shaping_commands``
+is how one end of a link is shaped; ``preflight`` checks root, the tools and a running Open
+vSwitch.
 """
 
 from __future__ import annotations
@@ -41,6 +42,48 @@ def preflight(tso: bool) -> None:
         if out.stdout.strip().strip('"') != "true":
             raise EmulationError("tso=True needs OVS started with other_config:"
                                  "userspace-tso-enable=true (OVS_TSO=1 scripts/setup.sh)")
+
+
+#: IPv4 packets shorter than this many bytes (IP header included; a power of two) are control
+#: packets: pure TCP ACKs, FINs and the worker's one-byte acknowledgement (52-53 bytes with
+#: timestamps), and no data segment but a message's last few bytes.
+CONTROL_MAX_IP_BYTES = 64
+#: Share of a link's rate guaranteed to control packets (they may use all of it when no data
+#: waits; data may use all of it when no control packet waits).
+CONTROL_SHARE = 0.1
+
+
+def shaping_commands(dev: str, bw_mbps: float) -> list[str]:
+    """``tc -batch`` lines that shape ``dev`` to ``bw_mbps`` with HTB: a link class and under
+    it a data leaf (the default) and a control leaf served first, which takes TCP SYNs and
+    IPv4 packets shorter than CONTROL_MAX_IP_BYTES.
+
+    One FIFO would make a connection set-up, an acknowledgement or a message's final ACK wait
+    behind every data packet queued at the link: TCP keeps a whole window there, 50 ms or more
+    at 10 Mbit/s (a thousandth of that at the data-centre rates the emulation scales down).
+    The flow-level model has no such wait; giving control packets their own queue removes it,
+    while data still gets the full link rate. The data classes have no burst allowance
+    (``burst 1b``): after an idle spell a link sends one packet at once, never a burst of
+    them, which the flow-level model does not have either."""
+    rate = f"{bw_mbps:g}Mbit"
+    control = f"{bw_mbps * CONTROL_SHARE:g}Mbit"
+    data = f"{bw_mbps * (1 - CONTROL_SHARE):g}Mbit"
+    exact = "burst 1b cburst 1b"
+    mask = 0xFFFF & ~(CONTROL_MAX_IP_BYTES - 1)
+    return [
+        f"qdisc replace dev {dev} root handle 5: htb default 1",
+        f"class replace dev {dev} parent 5: classid 5:10 htb rate {rate} ceil {rate} {exact}",
+        f"class replace dev {dev} parent 5:10 classid 5:1 htb rate {data} ceil {rate} {exact} "
+        "prio 1",
+        f"class replace dev {dev} parent 5:10 classid 5:2 htb rate {control} ceil {rate} "
+        "burst 4k cburst 4k prio 0",
+        # IPv4 total length (offset 2) below CONTROL_MAX_IP_BYTES
+        f"filter add dev {dev} parent 5: protocol ip prio 1 u32 match u16 0 {mask:#06x} at 2 "
+        "flowid 5:2",
+        # TCP (protocol, offset 9) with SYN set (flags at 20 + 13: hosts send no IP options)
+        f"filter add dev {dev} parent 5: protocol ip prio 2 u32 match u8 6 0xff at 9 "
+        "match u8 2 2 at 33 flowid 5:2",
+    ]
 
 
 def port_free(port: int) -> bool:

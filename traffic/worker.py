@@ -3,8 +3,13 @@
 ``python -m traffic.worker --job FILE --server NAME`` reads a job file (the Schedule JSON, every
 server's IP address, the seed and the timeout), listens on the TCP ports of its incoming
 routes, prints ``ready``, waits for ``go T0`` on stdin (T0 on the monotonic clock, which all
-namespaces of one kernel share), then runs its transfers in dependency order: real buffer bytes
-(numpy), framed and chunked; ``reduce`` adds into the partial sum, ``copy`` stores. It writes
+namespaces of one kernel share), opens one connection per outgoing route before T0 (as a
+collective library connects its communicator before the first collective), then runs its
+transfers in dependency order: real buffer bytes (numpy), framed; ``reduce`` adds into the
+partial sum, ``copy`` stores; the receiver acknowledges each message with one byte.
+Connections persist: a transfer takes an idle connection of its route, or opens one when
+every connection of the route is busy (concurrent transfers on one route share its links as
+separate flows), and gives it back when acknowledged. It writes
 its per-transfer times (seconds after T0) and, after ``verify`` on stdin, checks its buffer
 against the true elementwise sum and writes the verdict. Any failure is reported naming this
 server and the transfer, and the process exits 1.
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import socket
 import struct
 import sys
@@ -27,7 +33,6 @@ from traffic.schedule import Schedule, Transfer, routes
 
 MAGIC = b"ARTB"
 HEADER = struct.Struct("!4sIQQ")  # magic, transfer id, element offset, element count
-CHUNK_BYTES = 64 * 1024
 ACK = b"\x06"
 
 #: Send and receive buffer of every data connection. Small on purpose: it bounds the data a
@@ -97,6 +102,9 @@ class Worker:
         self.errors: list[str] = []
         self.t0 = 0.0
         self.listeners: list[socket.socket] = []
+        self.idle: dict[int, list[socket.socket]] = {}  # route port -> idle connections
+        self.idle_lock = threading.Lock()
+        self.connections: list[socket.socket] = []
 
     # ---- set-up ---------------------------------------------------------------------------
     def listen(self) -> None:
@@ -121,33 +129,87 @@ class Worker:
                              daemon=True).start()
 
     def _receive(self, conn: socket.socket, port: int) -> None:
+        """Receive messages on one connection until the sender closes it between two."""
         tid = None
         try:
             conn.settimeout(self.timeout_s)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            magic, tid, offset, count = HEADER.unpack(_read_exactly(conn, HEADER.size))
-            t = self.incoming.get(tid)
-            if magic != MAGIC or t is None or (t.offset, t.count) != (offset, count):
-                raise TransferFailed(f"unexpected message header for transfer {tid}")
-            if self.port[tid] != port:
-                raise TransferFailed(f"transfer {tid} arrived on port {port}, its route uses "
-                                     f"{self.port[tid]}")
-            data = np.frombuffer(_read_exactly(conn, count * self.buffer.itemsize),
-                                 dtype=self.buffer.dtype)
-            with self.lock:
-                if t.op == "reduce":
-                    self.buffer[offset:offset + count] += data
-                else:
-                    self.buffer[offset:offset + count] = data
-            self.finish_s[tid] = time.monotonic() - self.t0
-            conn.sendall(ACK)
-            self.done[tid].set()
+            while True:
+                tid = None
+                header = _read_exactly(conn, HEADER.size, eof_ok=True)
+                if header is None:
+                    return
+                magic, tid, offset, count = HEADER.unpack(header)
+                t = self.incoming.get(tid)
+                if magic != MAGIC or t is None or (t.offset, t.count) != (offset, count):
+                    raise TransferFailed(f"unexpected message header for transfer {tid}")
+                if self.port[tid] != port:
+                    raise TransferFailed(f"transfer {tid} arrived on port {port}, its route "
+                                         f"uses {self.port[tid]}")
+                data = np.frombuffer(_read_exactly(conn, count * self.buffer.itemsize),
+                                     dtype=self.buffer.dtype)
+                with self.lock:
+                    if t.op == "reduce":
+                        self.buffer[offset:offset + count] += data
+                    else:
+                        self.buffer[offset:offset + count] = data
+                self.finish_s[tid] = time.monotonic() - self.t0
+                conn.sendall(ACK)
+                self.done[tid].set()
         except (OSError, TransferFailed, struct.error) as exc:
             self._fail(tid, "receiving", exc)
         finally:
             conn.close()
 
     # ---- sending ---------------------------------------------------------------------------
+    def _new_connection(self, dst: str, port: int) -> socket.socket:
+        """A socket bound to this server's address, buffers bounded, not yet connected."""
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.connections.append(c)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.bind((self.addresses[self.server], 0))
+        return c
+
+    def connect_ahead(self, until: float) -> None:
+        """Open one connection per outgoing route, all at once, until ``until`` (monotonic);
+        routes still connecting then are left to their first transfer."""
+        wanted = {(t.dst, self.port[t.id]) for t in self.outgoing}
+        pending: dict[socket.socket, int] = {}
+        for dst, port in sorted(wanted):
+            try:
+                c = self._new_connection(dst, port)
+                c.setblocking(False)
+                c.connect_ex((self.addresses[dst], port))
+                pending[c] = port
+            except OSError:
+                continue
+        while pending and time.monotonic() < until:
+            _, writable, _ = select.select([], list(pending), [], until - time.monotonic())
+            for c in writable:
+                port = pending.pop(c)
+                if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    c.setblocking(True)
+                    with self.idle_lock:
+                        self.idle.setdefault(port, []).append(c)
+                else:
+                    c.close()
+        for c in pending:
+            c.close()
+
+    def _connection(self, dst: str, port: int, timeout: float) -> socket.socket:
+        """An idle connection of the route, or a new one."""
+        with self.idle_lock:
+            free = self.idle.get(port)
+            if free:
+                c = free.pop()
+                c.settimeout(timeout)
+                return c
+        c = self._new_connection(dst, port)
+        c.settimeout(timeout)
+        c.connect((self.addresses[dst], port))
+        return c
+
     def _send(self, t: Transfer) -> None:
         try:
             deadline = self.t0 + self.timeout_s
@@ -159,19 +221,13 @@ class Worker:
             self.start_s[t.id] = time.monotonic() - self.t0
             with self.lock:
                 payload = self.buffer[t.offset:t.offset + t.count].tobytes()
-            remaining = max(0.1, deadline - time.monotonic())
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as c:
-                c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
-                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                c.settimeout(remaining)
-                c.bind((self.addresses[self.server], 0))
-                c.connect((self.addresses[t.dst], self.port[t.id]))
-                c.sendall(HEADER.pack(MAGIC, t.id, t.offset, t.count))
-                view = memoryview(payload)
-                for i in range(0, len(view), CHUNK_BYTES):
-                    c.sendall(view[i:i + CHUNK_BYTES])
-                if _read_exactly(c, 1) != ACK:
-                    raise TransferFailed("no acknowledgement from the receiver")
+            port = self.port[t.id]
+            c = self._connection(t.dst, port, max(0.1, deadline - time.monotonic()))
+            c.sendall(HEADER.pack(MAGIC, t.id, t.offset, t.count) + payload)
+            if _read_exactly(c, 1) != ACK:
+                raise TransferFailed("no acknowledgement from the receiver")
+            with self.idle_lock:
+                self.idle.setdefault(port, []).append(c)
             self.done[t.id].set()
         except (OSError, TransferFailed) as exc:
             self._fail(t.id, f"sending to {t.dst}", exc)
@@ -199,7 +255,7 @@ class Worker:
                 break
             if self.errors:
                 break
-        for sock in self.listeners:
+        for sock in self.listeners + self.connections:
             sock.close()
         return not self.errors
 
@@ -210,12 +266,15 @@ class Worker:
         return check_sum(self.buffer, expected)
 
 
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
+def _read_exactly(conn: socket.socket, size: int, eof_ok: bool = False) -> bytes | None:
+    """``size`` bytes; None when ``eof_ok`` and the peer closed before the first byte."""
     data = bytearray(size)
     view, got = memoryview(data), 0
     while got < size:
         n = conn.recv_into(view[got:], min(size - got, 1 << 20))
         if n == 0:
+            if eof_ok and got == 0:
+                return None
             raise TransferFailed(f"connection closed after {got} of {size} bytes")
         got += n
     return bytes(data)
@@ -246,6 +305,7 @@ def main() -> int:
     if len(line) != 2 or line[0] != "go":
         return 1
     worker.t0 = float(line[1])
+    worker.connect_ahead(until=worker.t0)
     time.sleep(max(0.0, worker.t0 - time.monotonic()))
     ok = worker.run()
     report.update(start_s=worker.start_s, finish_s=worker.finish_s, errors=worker.errors)
