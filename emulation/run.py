@@ -313,8 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("the emulation needs root (network namespaces, Open vSwitch): "
                          f"run it as 'sudo {PROG} ...'")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = args.out or Path("runs") / f"{args.topo}-{stamp}"
+    # Absolute: the controller and the workers run with other working directories.
+    out = (args.out or Path("runs") / f"{args.topo}-{stamp}").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.cli:  # let the CLI's host commands (ping, iperf3, net) print their output
+        os.environ.setdefault("ARTB_MININET_LOG", "output")
 
     def on_sigterm(signum: int, frame: Any) -> None:
         raise Interrupted()
