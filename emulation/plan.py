@@ -51,39 +51,56 @@ CONTROL_MAX_IP_BYTES = 64
 #: Share of a link's rate guaranteed to control packets (they may use all of it when no data
 #: waits; data may use all of it when no control packet waits).
 CONTROL_SHARE = 0.1
+#: Data queues per shaped link, served round robin, chosen by the low byte of the TCP
+#: destination port: a route's port is BASE_TCP_PORT + its index, so up to 256 routes each
+#: get a queue of their own (concurrent transfers on one route share its queue).
+FLOW_QUEUES = 256
 
 
-def shaping_commands(dev: str, bw_mbps: float) -> list[str]:
-    """``tc -batch`` lines that shape ``dev`` to ``bw_mbps`` with HTB: a link class and under
-    it a data leaf (the default) and a control leaf served first, which takes TCP SYNs and
-    IPv4 packets shorter than CONTROL_MAX_IP_BYTES.
+def shaping_commands(dev: str, bw_mbps: float, mtu: int = 1500) -> list[str]:
+    """``tc -batch`` lines that shape ``dev`` to ``bw_mbps`` with HTB, the way the flow-level
+    model shares a link: a link class; under it a control class served first, which takes TCP
+    SYNs and IPv4 packets shorter than CONTROL_MAX_IP_BYTES; FLOW_QUEUES data classes served
+    round robin a packet at a time, one per route; a default class for anything else.
 
-    One FIFO would make a connection set-up, an acknowledgement or a message's final ACK wait
-    behind every data packet queued at the link: TCP keeps a whole window there, 50 ms or more
-    at 10 Mbit/s (a thousandth of that at the data-centre rates the emulation scales down).
-    The flow-level model has no such wait; giving control packets their own queue removes it,
-    while data still gets the full link rate. The data classes have no burst allowance
-    (``burst 1b``): after an idle spell a link sends one packet at once, never a burst of
-    them, which the flow-level model does not have either."""
+    With one FIFO a connection set-up, an acknowledgement or a message's last ACK would wait
+    behind every data packet queued at the link (TCP keeps a whole window there: 50 ms or more
+    at 10 Mbit/s, a thousandth of that at the data-centre rates the emulation scales down), and
+    flows would be served a whole message after another instead of side by side. The model has
+    neither: control packets skip the data, and round robin over routes is fair queueing,
+    which gives every flow its max-min fair share. Data classes have no burst allowance
+    (``burst 1b``): after an idle spell a queue sends one packet at once, not a burst."""
     rate = f"{bw_mbps:g}Mbit"
-    control = f"{bw_mbps * CONTROL_SHARE:g}Mbit"
-    data = f"{bw_mbps * (1 - CONTROL_SHARE):g}Mbit"
     exact = "burst 1b cburst 1b"
+    per_queue = f"{bw_mbps * (1 - CONTROL_SHARE) / (FLOW_QUEUES + 1) * 1000:.3f}kbit"
+    quantum = f"quantum {mtu + 14}"
     mask = 0xFFFF & ~(CONTROL_MAX_IP_BYTES - 1)
-    return [
+    lines = [
         f"qdisc replace dev {dev} root handle 5: htb default 1",
         f"class replace dev {dev} parent 5: classid 5:10 htb rate {rate} ceil {rate} {exact}",
-        f"class replace dev {dev} parent 5:10 classid 5:1 htb rate {data} ceil {rate} {exact} "
-        "prio 1",
-        f"class replace dev {dev} parent 5:10 classid 5:2 htb rate {control} ceil {rate} "
-        "burst 4k cburst 4k prio 0",
+        f"class replace dev {dev} parent 5:10 classid 5:2 htb rate "
+        f"{bw_mbps * CONTROL_SHARE:g}Mbit ceil {rate} burst 4k cburst 4k prio 0",
+        f"class replace dev {dev} parent 5:10 classid 5:1 htb rate {per_queue} ceil {rate} "
+        f"{exact} prio 1 {quantum}",
+    ]
+    lines += [f"class replace dev {dev} parent 5:10 classid 5:{0x100 + q:x} htb rate "
+              f"{per_queue} ceil {rate} {exact} prio 1 {quantum}" for q in range(FLOW_QUEUES)]
+    lines += [
         # IPv4 total length (offset 2) below CONTROL_MAX_IP_BYTES
         f"filter add dev {dev} parent 5: protocol ip prio 1 u32 match u16 0 {mask:#06x} at 2 "
         "flowid 5:2",
         # TCP (protocol, offset 9) with SYN set (flags at 20 + 13: hosts send no IP options)
         f"filter add dev {dev} parent 5: protocol ip prio 2 u32 match u8 6 0xff at 9 "
         "match u8 2 2 at 33 flowid 5:2",
+        # other TCP: hashed on the destination port's low byte (offset 20 + 3) into table 2:
+        f"filter add dev {dev} parent 5: prio 3 handle 2: protocol ip u32 divisor "
+        f"{FLOW_QUEUES}",
+        f"filter add dev {dev} parent 5: protocol ip prio 3 u32 ht 800:: match u8 6 0xff at 9 "
+        f"hashkey mask {FLOW_QUEUES - 1:#010x} at 20 link 2:",
     ]
+    lines += [f"filter add dev {dev} parent 5: protocol ip prio 3 u32 ht 2:{q:x}: match u32 0 0 "
+              f"flowid 5:{0x100 + q:x}" for q in range(FLOW_QUEUES)]
+    return lines
 
 
 def port_free(port: int) -> bool:

@@ -35,10 +35,9 @@ MAGIC = b"ARTB"
 HEADER = struct.Struct("!4sIQQ")  # magic, transfer id, element offset, element count
 ACK = b"\x06"
 
-#: Send and receive buffer of every data connection. Small on purpose: it bounds the data a
-#: connection has in flight, so a burst never overflows the socket queue of the one userspace
-#: OVS thread that forwards everything (a loss at the tail of a message costs a 200 ms
-#: retransmission timeout); 64 KiB still keeps a 100 Mbit/s link busy at sub-ms round trips.
+#: Send and receive buffer of every data connection. Bounded on purpose: it bounds the data a
+#: connection keeps queued at a link (its window: about 7 frames of 9000 bytes), and so how
+#: long others wait behind it; 64 KiB still keeps a 100 Mbit/s link busy at ms round trips.
 SOCKET_BUFFER_BYTES = 64 * 1024
 
 
@@ -105,6 +104,8 @@ class Worker:
         self.idle: dict[int, list[socket.socket]] = {}  # route port -> idle connections
         self.idle_lock = threading.Lock()
         self.connections: list[socket.socket] = []
+        self.go = threading.Event()
+        self.started = False
 
     # ---- set-up ---------------------------------------------------------------------------
     def listen(self) -> None:
@@ -212,6 +213,7 @@ class Worker:
 
     def _send(self, t: Transfer) -> None:
         try:
+            self.go.wait()
             deadline = self.t0 + self.timeout_s
             for d in t.deps:
                 if not self.done[d].wait(max(0.0, deadline - time.monotonic())):
@@ -238,14 +240,21 @@ class Worker:
             event.set()
 
     # ---- the run ---------------------------------------------------------------------------
-    def run(self) -> bool:
-        """Run every transfer of this server; True when all arrived within the timeout."""
+    def start(self) -> None:
+        """Start the accept loops and one thread per outgoing transfer, which waits for
+        ``run()`` (so that at the common start no worker is still creating threads)."""
+        if self.started:
+            return
+        self.started = True
         for sock in self.listeners:
             threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
-        senders = [threading.Thread(target=self._send, args=(t,), daemon=True)
-                   for t in self.outgoing]
-        for s in senders:
-            s.start()
+        for t in self.outgoing:
+            threading.Thread(target=self._send, args=(t,), daemon=True).start()
+
+    def run(self) -> bool:
+        """Run every transfer of this server; True when all arrived within the timeout."""
+        self.start()
+        self.go.set()
         deadline = self.t0 + self.timeout_s
         for tid in list(self.incoming) + [t.id for t in self.outgoing]:
             if not self.done[tid].wait(max(0.0, deadline - time.monotonic())):
@@ -306,6 +315,7 @@ def main() -> int:
         return 1
     worker.t0 = float(line[1])
     worker.connect_ahead(until=worker.t0)
+    worker.start()
     time.sleep(max(0.0, worker.t0 - time.monotonic()))
     ok = worker.run()
     report.update(start_s=worker.start_s, finish_s=worker.finish_s, errors=worker.errors)

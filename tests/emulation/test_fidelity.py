@@ -12,9 +12,10 @@ import pytest
 
 import topology as tp
 from emulation.net import MTU, EmulatedNetwork, OvsBuffers, plan_links
-from emulation.plan import CONTROL_MAX_IP_BYTES, shaping_commands
+from emulation.plan import CONTROL_MAX_IP_BYTES, FLOW_QUEUES, shaping_commands
 from traffic.collectives import build
 from traffic.runner import run_workers
+from traffic.schedule import BASE_TCP_PORT
 
 OVS_LOG = Path("/var/log/openvswitch/ovs-vswitchd.log")
 #: TcpExt counters that only move when a segment was lost (or reordered) on the way.
@@ -27,20 +28,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_shaping_puts_syns_and_short_packets_in_a_control_class():
-    lines = shaping_commands("x-eth1", 10)
+def test_shaping_queues_control_apart_and_each_route_apart():
+    lines = shaping_commands("x-eth1", 10, mtu=9000)
     assert lines[0] == "qdisc replace dev x-eth1 root handle 5: htb default 1"
     classes = {re.search(r"classid (\S+)", line).group(1): line
                for line in lines if line.startswith("class")}
-    assert "rate 10Mbit ceil 10Mbit" in classes["5:10"]
-    assert "prio 1" in classes["5:1"] and "prio 0" in classes["5:2"]  # control first
-    assert all("ceil 10Mbit" in line for line in classes.values())
-    assert "burst 1b" in classes["5:1"]  # no burst of data after an idle spell
+    assert "rate 10Mbit ceil 10Mbit" in classes.pop("5:10")
+    assert "prio 0" in classes.pop("5:2")  # control, served first
+    assert len(classes) == FLOW_QUEUES + 1  # the default class and one per route
+    for line in classes.values():
+        assert "parent 5:10" in line and "ceil 10Mbit" in line and "prio 1" in line
+        assert "burst 1b" in line and "quantum 9014" in line  # a packet a turn, no burst
     filters = [line for line in lines if line.startswith("filter")]
-    assert all(line.endswith("flowid 5:2") for line in filters)
     mask = 0xFFFF & ~(CONTROL_MAX_IP_BYTES - 1)
-    assert any(f"match u16 0 {mask:#06x} at 2" in line for line in filters)
-    assert any("match u8 2 2 at 33" in line for line in filters)  # TCP SYN
+    assert f"match u16 0 {mask:#06x} at 2 flowid 5:2" in filters[0]  # short packets
+    assert "match u8 2 2 at 33 flowid 5:2" in filters[1]  # TCP SYNs
+    assert "hashkey mask 0x000000ff at 20 link 2:" in filters[3]  # destination port
+    buckets = {re.search(r"ht 2:(\w+):", f).group(1): f.split()[-1] for f in filters[4:]}
+    assert len(buckets) == FLOW_QUEUES and len(set(buckets.values())) == FLOW_QUEUES
+    # a route's port is BASE_TCP_PORT + its index: consecutive routes, distinct queues
+    assert {(BASE_TCP_PORT + i) & 0xFF for i in range(FLOW_QUEUES)} == set(range(256))
 
 
 def send_size() -> int | None:
