@@ -495,16 +495,18 @@ class OvsBuffers:
     bound to no interface) and the receive socket of each port.
 
     ``raise_send(n)`` makes the transmit buffer at least ``n`` bytes and remembers the old
-    size, which ``restore()`` puts back unless someone changed it since. ``raise_receive``
-    enlarges the receive buffers of the given interfaces' sockets, which go away with the
-    ports. OSError when OVS cannot be found or the kernel refuses."""
+    size (also on disk, for a run killed before it could restore), which ``restore()`` puts
+    back unless someone changed it since. ``raise_receive`` enlarges the receive buffers of
+    the given interfaces' sockets, which go away with the ports. OSError when OVS cannot be
+    found or the kernel refuses."""
 
     MAX_BYTES = 1 << 30
     _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
     _SYS_PIDFD_GETFD = 438  # the same number on every architecture
 
-    def __init__(self, pidfile: Path = OVS_PIDFILE):
-        self.pidfile = pidfile
+    def __init__(self, pidfile: Path = OVS_PIDFILE,
+                 record: Path = netstate.STATE_DIR / "ovs-transmit-buffer"):
+        self.pidfile, self.record = pidfile, record
         self.sock: socket.socket | None = None  # duplicate of the transmit socket
         self.before: int | None = None
         self.size: int | None = None
@@ -564,16 +566,24 @@ class OvsBuffers:
 
     def raise_send(self, size: int) -> bool:
         """Transmit buffer to at least ``size`` bytes; False when OVS has not opened its
-        transmit socket yet."""
+        transmit socket yet. The size found first is recorded on disk (``record``) until
+        ``restore()``, so a run killed before restoring is undone by the next one."""
         now = self.send_size()
         if now is None:
             return False
-        if now < size:
-            if self.before is None:
+        if self.before is None:
+            key = f"{self.pidfile.read_text().split()[0]} {os.fstat(self.sock.fileno()).st_ino}"
+            try:
+                old_key, old_size = self.record.read_text().rsplit(" ", 1)
+                self.before = int(old_size) if old_key == key else now
+            except (OSError, ValueError):
                 self.before = now
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            self.record.write_text(f"{key} {self.before}")
+        if now < size:
             # the kernel doubles the value given (its bookkeeping overhead), as for SO_SNDBUF
             self.sock.setsockopt(socket.SOL_SOCKET, self._SO_SNDBUFFORCE, (size + 1) // 2)
-            self.size = _buffer(self.sock, socket.SO_SNDBUF)
+        self.size = _buffer(self.sock, socket.SO_SNDBUF)
         return True
 
     def raise_receive(self, ifindexes: set[int], size: int) -> int:
@@ -597,6 +607,8 @@ class OvsBuffers:
         try:
             if self.before is not None and _buffer(sock, socket.SO_SNDBUF) == self.size:
                 sock.setsockopt(socket.SOL_SOCKET, self._SO_SNDBUFFORCE, self.before // 2)
+            if self.before is not None:
+                self.record.unlink(missing_ok=True)
         except OSError as exc:
             print(f"emulation: restoring ovs-vswitchd's send buffer failed: {exc}",
                   file=sys.stderr)

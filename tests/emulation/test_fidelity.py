@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import topology as tp
+from emulation import netstate
 from emulation.net import MTU, EmulatedNetwork, OvsBuffers, plan_links
 from emulation.plan import CONTROL_MAX_IP_BYTES, FLOW_QUEUES, shaping_commands
 from traffic.collectives import build
@@ -128,3 +129,26 @@ def test_ring_moves_every_byte_without_a_loss(tmp_path):
             assert "error sending Ethernet packet" not in f.read()
     after = send_size()
     assert after == before or before is None  # restored
+
+
+@pytest.mark.emulation
+def test_a_killed_runs_raised_transmit_buffer_is_restored_by_the_next(tmp_path):
+    lock = netstate.NetworkLock()
+    lock.acquire("test_fidelity", 600)  # no network may run meanwhile
+    try:
+        if send_size() is None:
+            pytest.skip("ovs-vswitchd has not transmitted anything since it started")
+        original = send_size()
+        killed = OvsBuffers(record=tmp_path / "record")
+        assert killed.raise_send(original * 4)
+        assert send_size() >= original * 4
+        killed.sock.close()  # the run dies: no restore()
+        killed.sock = None
+        assert send_size() >= original * 4
+        following = OvsBuffers(record=tmp_path / "record")
+        assert following.raise_send(original)  # already large enough: left as it is
+        following.restore()
+        assert send_size() == original
+        assert not (tmp_path / "record").exists()
+    finally:
+        lock.release()
