@@ -11,8 +11,8 @@ import numpy as np
 
 from agent.trees import GREEDY_WEIGHTS, Overlay, Tree, chain_tree, greedy_tree, star_tree
 
-#: Candidate slots: chain trees of up to two cycles (both orientations), the greedy
-#: weightings, and the star.
+#: Candidate slots: chain trees of two of the overlay's cycles (both orientations), the
+#: greedy weightings, and the star.
 K_MAX = 4 + len(GREEDY_WEIGHTS) + 1
 #: Features per candidate row (see ``features``).
 F_UP = 12
@@ -82,14 +82,29 @@ class Loads:
         return float(now.sum() - now[cols].sum() + part.max(axis=0).sum())
 
 
-def candidate_trees(ov: Overlay, root: int, loads: Loads, chunk_bytes: float) -> list[Tree | None]:
-    """K_MAX slots of candidate trees rooted at ``root``; None marks an empty slot (a graph
-    with fewer cycles)."""
-    out: list[Tree | None] = []
-    for c in range(2):
-        for clockwise in (True, False):
-            out.append(chain_tree(ov, ov.cycles[c], root, clockwise) if c < len(ov.cycles)
-                       else None)
+def offered_chains(ov: Overlay, turn: int) -> list[tuple[int, bool] | None]:
+    """The four chain slots (cycle index, clockwise) of a chunk of the owner's ``turn``-th
+    round (chunk c has turn c // N); None marks an empty slot. With one or two cycles:
+    each cycle in both orientations. With more (a ring packing's tours) only cycle
+    turn // 2 in the turn's orientation (clockwise on even turns): the packing is fast
+    only if every cycle carries the same share both ways from every owner (a few chunks
+    too many on one cycle cost more than its gain), and a free choice among several
+    cycles is one the load features cannot steer (tried: 1.47-1.68 x the bound against
+    1.14 for the exact share), so the owner's successive turns walk through the cycles
+    and the policy chooses between that chain and the other trees."""
+    count = len(ov.cycles)
+    if count <= 2:
+        return [(c, cw) if c < count else None for c in range(2) for cw in (True, False)]
+    return [((turn // 2) % count, turn % 2 == 0), None, None, None]
+
+
+def candidate_trees(ov: Overlay, root: int, loads: Loads, chunk_bytes: float,
+                    turn: int = 0) -> list[Tree | None]:
+    """K_MAX slots of candidate trees rooted at ``root`` for a chunk of the owner's
+    ``turn``-th round; None marks an empty slot (a graph with a single cycle)."""
+    out: list[Tree | None] = [None if slot is None else
+                              chain_tree(ov, ov.cycles[slot[0]], root, slot[1])
+                              for slot in offered_chains(ov, turn)]
     total = loads.up + loads.down
     for link_w, depth_w in GREEDY_WEIGHTS:
         out.append(greedy_tree(ov, root, total, chunk_bytes, link_w, depth_w))

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import topology
-from agent.candidates import K_MAX, Loads, candidate_trees, features
+from agent.candidates import K_MAX, Loads, candidate_trees, features, offered_chains
 from agent.plan import Plan
-from agent.trees import alternating_cycle, overlay_for
+from agent.trees import alternating_cycle, cycle_set_load, overlay_for
 from traffic.schedule import validate
 
 SMALL = [("bcube", {"n": 2, "k": 1}), ("dcell", {"n": 2, "k": 1}),
@@ -77,3 +77,20 @@ def test_cycle_search_is_seeded():
     from agent.trees import Overlay
 
     assert Overlay(graph, seed=5).cycles == Overlay(graph, seed=5).cycles
+
+
+def test_ring_packing_tours_replace_unbalanced_cycles():
+    # DCell(3,1) has no NIC-alternating cycle; two searched cycles load some directed link
+    # 1.5x what the seven tours of the ring packing do.
+    ov = overlay_for(topology.make_graph("dcell", n=3, k=1))
+    assert len(ov.cycles) > 2
+    assert cycle_set_load(ov, ov.cycles) < 0.6
+    for cycle in ov.cycles:
+        assert sorted(v for v, _ in cycle) == list(range(ov.n))
+        for i, (v, hop) in enumerate(cycle):
+            assert ov.hop_src[hop] == v and ov.hop_dst[hop] == cycle[(i + 1) % ov.n][0]
+    # Successive turns of an owner walk through every cycle, both ways.
+    seen = [offered_chains(ov, turn)[0] for turn in range(2 * len(ov.cycles))]
+    assert sorted(seen) == [(c, cw) for c in range(len(ov.cycles)) for cw in (False, True)]
+    # Where an alternating cycle exists the searched cycles stay.
+    assert len(overlay_for(topology.make_graph("dcell", n=2, k=1)).cycles) == 1
