@@ -93,7 +93,8 @@ def simulate_plan(plan: Plan, rounds: list[list[int]] | None, cfg: EnvConfig,
     schedule = plan.schedule(rounds, algo=algo)
     result = simulate(plan.overlay.graph, schedule, startup_s=cfg.startup_s,
                       hop_latency_s=cfg.hop_latency_s)
-    return schedule, result.makespan_s
+    # A plain float: it ends up in checkpoints, which load with weights_only.
+    return schedule, float(result.makespan_s)
 
 
 class TreeSelectionEnv(gym.Env):
