@@ -74,7 +74,9 @@ def _mininet():
         from mininet.net import Mininet
         from mininet.node import OVSSwitch, RemoteController
     except ImportError as exc:
-        raise EmulationError(f"Mininet is missing ({exc}): run scripts/setup.sh") from None
+        raise EmulationError(f"Mininet is not importable by {sys.executable} ({exc}): run "
+                             "scripts/setup.sh, then use its venv ('sudo python' after set-up "
+                             "runs it)") from None
 
     class MarkedSwitch(OVSSwitch):
         """OVSSwitch whose bridge carries external-ids:allreduce-testbed=<run id>."""

@@ -82,7 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a scheduler's run fails when a transfer is not done by then "
                              "(default 120)")
     parser.add_argument("--no-calibrate", action="store_true",
-                        help="skip the single-flow goodput probe (calibration factor 1)")
+                        help="skip calibration (the single-flow goodput probe and the fixed-cost "
+                             "probe): the simulator then uses the configured rates, no fixed "
+                             "cost")
     parser.add_argument("--delay-ms", type=float, default=None,
                         help="link delay: NOT available (this kernel has no netem); "
                              "any value is refused with an explanation")
@@ -352,8 +354,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from emulation.plan import EmulationError
+
     try:
         run(main, PROG)
-    except InvalidSchedule as exc:
+    except (InvalidSchedule, EmulationError) as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         raise SystemExit(1) from None

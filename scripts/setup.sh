@@ -158,7 +158,16 @@ step_pip() {
     fi
     patch_ryu
     if satisfied torch==2.13.0 'setuptools>=77.0.3'; then echo "torch present"; else
-        vpip install -q --progress-bar off torch==2.13.0
+        # PyPI's Linux x86_64 torch is a multi-GB CUDA build. Take a CPU wheel that pip's own
+        # config already offers (find-links on our machines); elsewhere (a laptop VM) PyTorch's
+        # CPU index, whose 2.13.0+cpu outranks PyPI's 2.13.0.
+        local cpu_index=() probe; probe=$(mktemp -d)
+        if ! vpip download -q --no-deps --no-index -d "$probe" torch==2.13.0 >/dev/null 2>&1; then
+            cpu_index=(--extra-index-url https://download.pytorch.org/whl/cpu)
+            echo "no local torch wheel: using PyTorch's CPU index"
+        fi
+        rm -rf "$probe"
+        vpip install -q --progress-bar off "${cpu_index[@]}" torch==2.13.0
     fi
     if project_installed; then echo "allreduce-testbed (editable) and its requirements present"; else
         # --no-build-isolation: build with the venv's setuptools (>= 64: PEP 660 editable).

@@ -77,6 +77,25 @@ def test_bad_arguments_one_line_exit_2(args):
 
 
 @pytest.mark.emulation
+def test_missing_mininet_is_one_line_exit_1(tmp_path):
+    # An interpreter without Mininet (a user's python instead of the venv's): one line that
+    # names the interpreter and the fix, status 1, no traceback and nothing left behind.
+    argv = ["emulation.run", "--topo", "bcube", "--n", "2", "--scheduler", "ring", "--out",
+            str(tmp_path / "run"), "--no-calibrate"]
+    code = ("import runpy, sys; sys.modules['mininet'] = None; "
+            f"sys.argv = {argv!r}; runpy.run_module('emulation.run', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("python -m emulation.run: error: Mininet is not importable by "
+                           f"{sys.executable}"), last
+    assert "scripts/setup.sh" in last
+    assert done.stdout == ""
+
+
+@pytest.mark.emulation
 def test_sigterm_mid_run_leaves_nothing(tmp_path):
     before = network_state()
     proc = subprocess.Popen(
