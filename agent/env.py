@@ -21,6 +21,8 @@ the last step ``(M0 - makespan) / lower_bound``, 0 before, where M0 is the plan'
 with data dependencies only (a baseline the scheduler cannot change, so the reward measures
 what the ordering gained). When the rounds lose to M0 the env's result (``schedule``,
 ``makespan_s``) is the dependency-only Schedule: the rounds can only make things better.
+``rounds_result`` is the rounds' own result, by which training scores its sampled episodes
+unless ``TrainConfig.sampled_keep_better``.
 
 Actions are Discrete; the mask of legal ones is ``info["action_mask"]`` (int8). A masked
 action is replaced by the first legal one and flagged ``info["invalid_action"]`` so random
@@ -105,7 +107,7 @@ class TreeSelectionEnv(gym.Env):
     def __init__(self, graph: nx.Graph, config: EnvConfig = EnvConfig(),
                  scheduler: Scheduler | None = None) -> None:
         self.cfg = config
-        self.ov = overlay_for(graph, config.overlay_seed)
+        self.ov = overlay_for(graph, config.overlay_seed, config.chunks_per_server)
         self.chunks = config.chunks_per_server * self.ov.n
         self.chunk_bytes = config.size_bytes / self.chunks
         self.lb_s = lower_bound(graph, config.size_bytes)
@@ -162,7 +164,7 @@ class WorkloadEnv(gym.Env):
     def __init__(self, graph: nx.Graph, config: EnvConfig = EnvConfig()) -> None:
         self.cfg = config
         self.graph = graph
-        self.ov = overlay_for(graph, config.overlay_seed)
+        self.ov = overlay_for(graph, config.overlay_seed, config.chunks_per_server)
         self.lb_s = lower_bound(graph, config.size_bytes)
         self.slots = config.slots
         self.observation_space = _box(self.slots + 1, F_LO)
@@ -280,6 +282,8 @@ class WorkloadEnv(gym.Env):
             self._close_round()
         self.schedule, rounds_s = simulate_plan(self.plan, self.rounds, self.cfg)
         self.makespan_s = rounds_s
+        #: What the rounds alone give (the sampled training episodes are scored by it).
+        self.rounds_result = (self.schedule, rounds_s)
         if self.baseline_s is None or self.baseline_s < rounds_s:
             base, self.baseline_s = simulate_plan(self.plan, None, self.cfg)
             # Rounds only add dependencies; where they lose to the data dependencies alone

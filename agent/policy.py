@@ -20,11 +20,14 @@ CHECKPOINT_FORMAT = 1
 
 def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowScorer | None,
                 *, greedy: bool, generator: torch.Generator | None = None,
-                upper_ro: Rollout | None = None, lower_ro: Rollout | None = None) -> dict:
+                upper_ro: Rollout | None = None, lower_ro: Rollout | None = None,
+                keep_better: bool = True) -> dict:
     """One hierarchical episode: the upper policy picks a tree per chunk, the lower policy
     (None: the FIFO round filler) orders the transfers, the simulator scores the Schedule.
     Decisions are recorded into the rollouts when given; returns the upper env's final info
-    (``schedule``, ``makespan_s``, ``ratio_to_lower_bound``)."""
+    (``schedule``, ``makespan_s``, ``ratio_to_lower_bound``). ``keep_better``: the episode's
+    Schedule is the better of the lower policy's rounds and the dependency-only one (as
+    deployed); False scores the rounds alone (``TrainConfig.sampled_keep_better``)."""
     scheduler = None
     if lower is not None:
         lower_env = WorkloadEnv(graph, cfg)
@@ -41,7 +44,9 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
                 obs, reward, done, _, info = lower_env.step(a)
             if lower_ro is not None:
                 lower_ro.end_episode(reward)
-            return lower_env.schedule, lower_env.makespan_s
+            if keep_better:
+                return lower_env.schedule, lower_env.makespan_s
+            return lower_env.rounds_result
 
     env = TreeSelectionEnv(graph, cfg, scheduler=scheduler)
     obs, info = env.reset()

@@ -76,7 +76,7 @@ class Tree:
 class Overlay:
     """The servers of ``graph`` and every interned server-to-server hop path."""
 
-    def __init__(self, graph: nx.Graph, seed: int = 0) -> None:
+    def __init__(self, graph: nx.Graph, seed: int = 0, turns: int = 2) -> None:
         self.graph = graph
         self.servers = topology_servers(graph)
         self.n = len(self.servers)
@@ -126,7 +126,7 @@ class Overlay:
             self.hop_fwd[i, : len(r) // 2] = r[: len(r) // 2]
         self.hop_len = np.array([len(r) // 2 for r in rows])
         self.reverse = np.array([self._reverse_hop(h) for h in range(len(rows))])
-        self.cycles = find_cycles(self, seed)
+        self.cycles = find_cycles(self, seed, turns)
 
     def _reverse_hop(self, hop: int) -> int:
         path = self.hop_path[hop]
@@ -309,18 +309,23 @@ def packing_cycles(ov: Overlay) -> list[tuple[tuple[int, int], ...]]:
     return out
 
 
-def find_cycles(ov: Overlay, seed: int, count: int = 2) -> list[tuple[tuple[int, int], ...]]:
+def find_cycles(ov: Overlay, seed: int, turns: int = 2,
+                count: int = 2) -> list[tuple[tuple[int, int], ...]]:
     """Hamiltonian cycles of the servers whose hops, used both ways, load the directed
     links evenly. The NIC-alternating cycle when one exists, else local search (2-opt and
     node moves, simulated annealing, seeded); each later cycle is searched against the load
     of the earlier ones, ``count`` in all. Without an alternating cycle the tours of the
     ring packing replace them when their equal-share load (``cycle_set_load``) is lower by
-    SIGNIFICANT: on DCell(3,1) no two cycles balance the NICs, seven tours nearly do."""
+    SIGNIFICANT and each owner has the ``turns`` (chunks per server) to carry every tour both
+    ways: on DCell(3,1) no two cycles balance the NICs, seven tours nearly do with 14 chunks
+    per server. With fewer turns the first tours would carry everything (BCube(3,1) at 2
+    chunks per server: 1.47 x the bound on the tours, 1.00 on the searched cycles)."""
     first = alternating_cycle(ov)
     out = _search_cycles(ov, seed, count, first)
     if first is None and ov.n > 3:
         packed = packing_cycles(ov)
-        if cycle_set_load(ov, packed) < cycle_set_load(ov, out) * (1 - SIGNIFICANT):
+        if (2 * len(packed) <= turns
+                and cycle_set_load(ov, packed) < cycle_set_load(ov, out) * (1 - SIGNIFICANT)):
             return packed
     return out
 
@@ -365,13 +370,14 @@ def _search_cycles(ov: Overlay, seed: int, count: int,
 _OVERLAYS: dict[tuple, Overlay] = {}
 
 
-def overlay_for(graph: nx.Graph, seed: int = 0) -> Overlay:
-    """The (cached) Overlay of a graph, keyed by its spec, link capacity and ``seed``."""
+def overlay_for(graph: nx.Graph, seed: int = 0, turns: int = 2) -> Overlay:
+    """The (cached) Overlay of a graph, keyed by its spec, link capacity, ``seed`` and
+    ``turns`` (chunks per server, which decide whether ring-packing tours are usable)."""
     spec = graph.graph.get("spec")
     if spec is None:
-        return Overlay(graph, seed)
+        return Overlay(graph, seed, turns)
     key = (repr(sorted(spec["params"].items())), spec["family"],
-           tuple(sorted({float(bw) for _, _, bw in graph.edges(data="bw_mbps")})), seed)
+           tuple(sorted({float(bw) for _, _, bw in graph.edges(data="bw_mbps")})), seed, turns)
     if key not in _OVERLAYS:
-        _OVERLAYS[key] = Overlay(graph, seed)
+        _OVERLAYS[key] = Overlay(graph, seed, turns)
     return _OVERLAYS[key]

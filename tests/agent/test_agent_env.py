@@ -90,3 +90,29 @@ def test_upper_reward_is_minus_makespan_over_lower_bound(graph):
         _, reward, done, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
     validate(info["schedule"], graph)
     assert reward == pytest.approx(-info["ratio_to_lower_bound"])
+
+
+
+def test_keep_better_takes_the_dependency_only_schedule_where_rounds_lose(graph, monkeypatch):
+    # Make the dependency-only schedule look twice as fast as any rounds: an episode that
+    # keeps the better one (as deployed) takes it; one scored by its rounds does not.
+    import agent.env
+
+    real = agent.env.simulate_plan
+
+    def fake(plan, rounds, cfg, *args, **kwargs):
+        schedule, makespan = real(plan, rounds, cfg, *args, **kwargs)
+        return schedule, makespan if rounds is not None else makespan / 2
+
+    monkeypatch.setattr(agent.env, "simulate_plan", fake)
+    torch.manual_seed(0)
+    upper, lower = new_models(16, CFG.slots, 1.0)
+    for keep_better in (False, True):
+        info = run_episode(graph, CFG, upper, lower, greedy=False, keep_better=keep_better,
+                           generator=torch.Generator().manual_seed(1))
+        validate(info["schedule"], graph)
+        dependency_only_s = real(info["plan"], None, CFG)[1]
+        if keep_better:
+            assert info["makespan_s"] == pytest.approx(dependency_only_s / 2)
+        else:
+            assert info["makespan_s"] != pytest.approx(dependency_only_s / 2)

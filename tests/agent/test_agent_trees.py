@@ -81,8 +81,8 @@ def test_cycle_search_is_seeded():
 
 def test_ring_packing_tours_replace_unbalanced_cycles():
     # DCell(3,1) has no NIC-alternating cycle; two searched cycles load some directed link
-    # 1.5x what the seven tours of the ring packing do.
-    ov = overlay_for(topology.make_graph("dcell", n=3, k=1))
+    # 1.5x what the seven tours of the ring packing do, used both ways by 14 chunks per server.
+    ov = overlay_for(topology.make_graph("dcell", n=3, k=1), turns=14)
     assert len(ov.cycles) > 2
     assert cycle_set_load(ov, ov.cycles) < 0.6
     for cycle in ov.cycles:
@@ -93,4 +93,13 @@ def test_ring_packing_tours_replace_unbalanced_cycles():
     seen = [offered_chains(ov, turn)[0] for turn in range(2 * len(ov.cycles))]
     assert sorted(seen) == [(c, cw) for c in range(len(ov.cycles)) for cw in (False, True)]
     # Where an alternating cycle exists the searched cycles stay.
-    assert len(overlay_for(topology.make_graph("dcell", n=2, k=1)).cycles) == 1
+    assert len(overlay_for(topology.make_graph("dcell", n=2, k=1), turns=14).cycles) == 1
+
+
+def test_ring_packing_tours_need_a_turn_per_tour_and_direction():
+    # DCell(3,1)'s packing has 7 tours: with 2 chunks per server only the first would carry
+    # chunks, so the two searched cycles stay; 14 chunks per server cover every tour both ways.
+    graph = topology.make_graph("dcell", n=3, k=1)
+    assert len(overlay_for(graph, turns=2).cycles) == 2
+    assert len(overlay_for(graph, turns=13).cycles) == 2
+    assert len(overlay_for(graph, turns=14).cycles) == 7
