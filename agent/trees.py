@@ -318,8 +318,9 @@ def find_cycles(ov: Overlay, seed: int, turns: int = 2,
     ring packing replace them when their equal-share load (``cycle_set_load``) is lower by
     SIGNIFICANT and each owner has the ``turns`` (chunks per server) to carry every tour both
     ways: on DCell(3,1) no two cycles balance the NICs, seven tours nearly do with 14 chunks
-    per server. With fewer turns the first tours would carry everything (BCube(3,1) at 2
-    chunks per server: 1.47 x the bound on the tours, 1.00 on the searched cycles)."""
+    per server. With fewer turns the first tours would carry everything (DCell(3,1) at 2
+    chunks per server under bcube-4-1.pt: 2.54 x the bound on the tours, 2.27 on the
+    searched cycles)."""
     first = alternating_cycle(ov)
     out = _search_cycles(ov, seed, count, first)
     if first is None and ov.n > 3:
