@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -24,19 +25,43 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """The run's table: scheduler | simulated s | emulated s | error % | verified."""
+def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
+          bw_mbps: float | None = None) -> str:
+    """The run's table: scheduler | simulated s | emulated s | error % | verified. With
+    ``load_budget_mbps``, a row whose ``offered_load_mbps`` passes it is marked ``*`` and a
+    footnote says that CPU, not only the links, may have bounded it, and which ``--bw-mbps``
+    (scaled from the run's ``bw_mbps``) would keep every row within the budget."""
     head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
            f"{'raw err %':>9}  verified"
     lines = [head, "-" * len(head)]
+    over = [r for r in rows if load_budget_mbps is not None
+            and r.get("offered_load_mbps", 0.0) > load_budget_mbps]
+    marked = {id(r) for r in over}
     for r in rows:
         emu = f"{r['emulated_s']:.3f}" if r.get("emulated_s") is not None else "-"
         err = f"{r['error_pct']:+.1f}" if r.get("error_pct") is not None else "-"
+        err += "*" if id(r) in marked else " "
         raw = f"{r['error_raw_pct']:+.1f}" if r.get("error_raw_pct") is not None else "-"
         verdict = "yes" if r.get("verified") else f"NO: {r.get('failure', 'not run')}"
-        lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>8} "
+        lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>9}"
                      f"{raw:>9}  {verdict}")
+    if over:
+        note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s the one OVS thread "
+                "forwards faithfully: CPU, not only the links, may have bounded these runs")
+        if bw_mbps:
+            worst = max(r["offered_load_mbps"] for r in over)
+            suggest = _round_down(bw_mbps * load_budget_mbps / worst)
+            note += f"; for exact shaping run with --bw-mbps {suggest:g}"
+        lines.append(note)
     return "\n".join(lines)
+
+
+def _round_down(value: float) -> float:
+    """``value`` rounded down to two significant digits, and at least 0.1."""
+    if value < 0.1:
+        return 0.1
+    digits = 1 - math.floor(math.log10(value))
+    return round(math.floor(value * 10.0**digits + 1e-9) / 10.0**digits, max(digits, 0))
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:

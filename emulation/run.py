@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(table(rows))
+        print(table(rows, LOAD_BUDGET_MBPS, graph.graph["bw_mbps"]))
         print(f"lower bound {result['lower_bound_s']:.3f} s; results in {out / 'results.json'}; "
               f"plots: {', '.join(f.name for f in files)}")
     return 0 if all(r["verified"] for r in rows) else 1
