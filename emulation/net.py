@@ -421,8 +421,7 @@ class EmulatedNetwork:
             for c in net.controllers:
                 c.terminate()
         if self.controller is not None:
-            netstate.terminate(self.controller.pid, str(self.topology_file))
-            self.controller.wait()
+            netstate.stop_child(self.controller)
             self.controller = None
         self.ovs_buffers.restore()
         if self.state.path.exists():

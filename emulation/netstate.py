@@ -133,6 +133,20 @@ def terminate(pid: int | None, marker: str, timeout_s: float = 5.0) -> bool:
     return True
 
 
+def stop_child(proc: subprocess.Popen, timeout_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``, a child this process started, and reap it.
+    Its Popen handle makes it ours (its PID cannot be reused before it is reaped), so no
+    command-line check: ``terminate`` would skip a child still inside exec, whose
+    /proc/PID/cmdline reads empty until the new program's arguments are mapped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)
