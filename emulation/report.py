@@ -34,13 +34,12 @@ def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
     head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
            f"{'raw err %':>9}  verified"
     lines = [head, "-" * len(head)]
-    over = [r for r in rows if load_budget_mbps is not None
-            and r.get("offered_load_mbps", 0.0) > load_budget_mbps]
-    marked = {id(r) for r in over}
-    for r in rows:
+    loads = [r.get("offered_load_mbps", 0.0) for r in rows]
+    over = [load for load in loads if load_budget_mbps is not None and load > load_budget_mbps]
+    for r, load in zip(rows, loads, strict=True):
         emu = f"{r['emulated_s']:.3f}" if r.get("emulated_s") is not None else "-"
         err = f"{r['error_pct']:+.1f}" if r.get("error_pct") is not None else "-"
-        err += "*" if id(r) in marked else " "
+        err += "*" if load in over else " "
         raw = f"{r['error_raw_pct']:+.1f}" if r.get("error_raw_pct") is not None else "-"
         verdict = "yes" if r.get("verified") else f"NO: {r.get('failure', 'not run')}"
         lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>9}"
@@ -49,8 +48,7 @@ def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
         note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s the one OVS thread "
                 "forwards faithfully: CPU, not only the links, may have bounded these runs")
         if bw_mbps:
-            worst = max(r["offered_load_mbps"] for r in over)
-            suggest = _round_down(bw_mbps * load_budget_mbps / worst)
+            suggest = _round_down(bw_mbps * load_budget_mbps / max(over))
             note += f"; for exact shaping run with --bw-mbps {suggest:g}"
         lines.append(note)
     return "\n".join(lines)

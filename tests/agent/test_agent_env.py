@@ -92,7 +92,6 @@ def test_upper_reward_is_minus_makespan_over_lower_bound(graph):
     assert reward == pytest.approx(-info["ratio_to_lower_bound"])
 
 
-
 def test_keep_better_takes_the_dependency_only_schedule_where_rounds_lose(graph, monkeypatch):
     # Make the dependency-only schedule look twice as fast as any rounds: an episode that
     # keeps the better one (as deployed) takes it; one scored by its rounds does not.
