@@ -64,3 +64,74 @@ def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> fl
     every = 2 * (n - 1) * bits / sum(capacity.values())
     one = max(bits / c for c in capacity.values())
     return max(every, one)
+
+
+def _capacities(graph: nx.Graph, goodput: float) -> dict[tuple[str, str], float]:
+    """Bit/s of every directed link: its ``bw_mbps`` (or the graph's) times ``goodput``."""
+    default = graph.graph.get("bw_mbps")
+    caps = {}
+    for a, b, bw in graph.edges(data="bw_mbps", default=default):
+        if bw is None or not float(bw) > 0:
+            raise ValueError(f"link {a}-{b} has no positive bw_mbps")
+        caps[(a, b)] = caps[(b, a)] = float(bw) * 1e6 * goodput
+    return caps
+
+
+def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, frozenset[str]]:
+    """The optimal AllGather rate per server on ``graph`` (bit/s) and the cut that sets it.
+
+    x* = min over node sets S holding some but not all servers of B+(S) / |S ∩ servers|,
+    B+(S) the capacity leaving S: every shard that starts in S must leave it once, and by
+    Edmonds' branching theorem (with switches split off, see ``traffic.packing``) a packing
+    of broadcast trees reaches it. Found by a Dinkelbach iteration on max-flow: with a source
+    feeding every server at rate x, x is feasible iff every server t receives x * N; a cut
+    that falls short names a tighter S. Returns (x*, S); S holds the servers on the slow
+    side (for a uniform network, every server but one).
+
+    Servers that do not relay in the network (Jellyfish) still receive and re-send whole
+    messages, as every ring does, so the relay rule changes paths, not this rate.
+    """
+    names = servers_by_rank(graph)
+    if len(names) < 2:
+        raise ValueError("the packing rate needs at least two servers")
+    caps = _capacities(graph, goodput)
+    inflow = {t: sum(caps[(u, t)] for u in graph[t]) for t in names}
+    # The tightest single-server cut (S = all but t) starts the iteration.
+    tight = min(names, key=lambda t: inflow[t])
+    x = inflow[tight] / (len(names) - 1)
+    cut = frozenset(v for v in graph if v != tight)
+    flow = nx.DiGraph()
+    for (a, b), c in caps.items():
+        flow.add_edge(a, b, capacity=c)
+    source = ("source",)
+    changed = True
+    while changed:
+        changed = False
+        for v in names:
+            flow.add_edge(source, v, capacity=x)
+        for t in names:
+            value, (side, _) = nx.minimum_cut(flow, source, t)
+            if value < x * len(names) * (1 - 1e-9):
+                held = side - {source}
+                inside = sum(1 for v in held if v in inflow)
+                leaving = sum(c for (a, b), c in caps.items() if a in held and b not in held)
+                x, cut = leaving / inside, frozenset(held)
+                changed = True
+                break
+    return x, cut
+
+
+def packing_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> float:
+    """Seconds of the best tree-based AllReduce of ``size_bytes`` per server on ``graph``:
+    ReduceScatter then AllGather at the optimal packing rate, 2 (bits / N) / x*
+    (``packing_rate``). At least ``lower_bound``; equal to it on BCube, DCell and single-NIC
+    Jellyfish with one link rate, above it where a thin cut limits every tree."""
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
+        raise ValueError(f"size_bytes must be an integer >= 0, got {size_bytes!r}")
+    if not 0 < goodput <= 1:
+        raise ValueError(f"goodput must be in (0, 1], got {goodput!r}")
+    n = len(servers_by_rank(graph))
+    if n < 2 or size_bytes == 0:
+        return 0.0
+    rate, _ = packing_rate(graph, goodput=goodput)
+    return 2.0 * (8.0 * size_bytes / n) / rate

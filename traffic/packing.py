@@ -1,0 +1,334 @@
+"""Optimal tree packing for AllReduce on any graph (after ForestColl, arXiv 2402.06787).
+
+Every server r broadcasts its shard over a few spanning trees of its own (AllGather) and the
+same trees, reversed, reduce that shard into r (ReduceScatter). A tree is an overlay
+arborescence over the servers whose edges are physical paths through nodes that may carry
+traffic (switches; servers too where they relay), so a switch never copies data. The trees
+and their rates come from a linear programme, solved by column generation:
+
+    maximise x  subject to  sum of the rates of r's trees >= x          for every server r
+                            sum of the rates of the trees using link e <= capacity(e)
+
+whose pricing problem, the cheapest tree rooted at r under the links' dual prices, is a
+minimum-cost arborescence (Edmonds) over the servers, each overlay edge costing its cheapest
+physical path. Its optimum is the packing rate x* that ``simulator.bounds.packing_rate``
+finds by max-flow (the fractional form of Edmonds' branching theorem once switches are split
+off), and the iteration stops as soon as it reaches it.
+
+Unlike ``multitree``, which spreads fixed tree or ring shapes evenly over the links and so
+assumes one link rate, the packing reads every link's capacity, so a slow link carries
+proportionally less. Pure: standard library, networkx, numpy and scipy.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+
+from traffic.overlay import Tree, relays, servers_by_rank
+
+#: Column generation stops when the LP's rate is this close (relative) to the max-flow optimum.
+RATE_RTOL = 1e-6
+#: Trees whose rate is below this fraction of their root's total are dropped (LP round-off).
+MIN_SHARE = 1e-6
+
+
+class Packing:
+    """A packing of weighted spanning trees: ``trees[r]`` lists (rate in bit/s, Tree) for
+    server r, ``rate`` is the smallest total over the roots (the AllGather rate per server)
+    and ``optimum`` the max-flow bound it was solved against."""
+
+    def __init__(self, trees: dict[str, list[tuple[float, Tree]]], rate: float,
+                 optimum: float, iterations: int) -> None:
+        self.trees = trees
+        self.rate = rate
+        self.optimum = optimum
+        self.iterations = iterations
+
+
+class _Network:
+    """The directed links as a sparse matrix, with servers split into a sending copy (out
+    links only) and a receiving node (in links, plus out links where servers relay), so that a
+    shortest path never passes through a server that may not relay."""
+
+    def __init__(self, graph: nx.Graph, goodput: float) -> None:
+        self.servers = servers_by_rank(graph)
+        nodes = list(graph.nodes)
+        self.index = {v: i for i, v in enumerate(nodes)}
+        self.names = nodes + [f"{v}>" for v in self.servers]
+        self.sender = {v: len(nodes) + i for i, v in enumerate(self.servers)}
+        default = graph.graph.get("bw_mbps")
+        relay = relays(graph)
+        is_server = set(self.servers)
+        self.links: list[tuple[str, str]] = []
+        caps = []
+        for a, b, bw in graph.edges(data="bw_mbps", default=default):
+            if bw is None or not float(bw) > 0:
+                raise ValueError(f"link {a}-{b} has no positive bw_mbps")
+            for u, v in ((a, b), (b, a)):
+                self.links.append((u, v))
+                caps.append(float(bw) * 1e6 * goodput)
+        self.cap = np.array(caps)
+        rows, cols, ids = [], [], []
+        for e, (u, v) in enumerate(self.links):
+            if u in is_server:
+                rows.append(self.sender[u])
+                cols.append(self.index[v])
+                ids.append(e)
+                if not relay:
+                    continue
+            rows.append(self.index[u])
+            cols.append(self.index[v])
+            ids.append(e)
+        self.rows, self.cols = np.array(rows), np.array(cols)
+        self.link_of = np.array(ids)
+        self.edge_at = {(r, c): e for r, c, e in zip(rows, cols, ids)}
+        self.size = len(self.names)
+
+    def paths(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cheapest paths from every server's sending copy under ``price`` per link (a hop
+        costs a little too, so free links still give short paths): (cost matrix servers x
+        servers, predecessor matrix)."""
+        hop = max(float(price.max()), 1.0) * 1e-9
+        weight = price[self.link_of] + hop
+        matrix = csr_matrix((weight, (self.rows, self.cols)), shape=(self.size, self.size))
+        senders = [self.sender[v] for v in self.servers]
+        dist, pred = dijkstra(matrix, indices=senders, return_predecessors=True)
+        receivers = [self.index[v] for v in self.servers]
+        return dist[:, receivers], pred
+
+    def hops(self) -> np.ndarray:
+        """Links on the shortest allowed path between every two servers (servers x servers)."""
+        matrix = csr_matrix((np.ones(len(self.rows)), (self.rows, self.cols)),
+                            shape=(self.size, self.size))
+        dist = dijkstra(matrix, indices=[self.sender[v] for v in self.servers],
+                        unweighted=True)
+        dist = dist[:, [self.index[v] for v in self.servers]]
+        np.fill_diagonal(dist, 0.0)
+        return dist
+
+    def path(self, pred: np.ndarray, src: int, dst: str) -> list[int]:
+        """Link ids of the cheapest path from server number ``src`` to ``dst``."""
+        out, node = [], self.index[dst]
+        start = self.sender[self.servers[src]]
+        while node != start:
+            back = int(pred[src, node])
+            out.append(self.edge_at[(back, node)])
+            node = back
+        return out[::-1]
+
+
+def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:
+    """Parents of the minimum-cost spanning arborescence rooted at ``root`` of the complete
+    digraph with edge costs ``cost[u, v]`` (Chu-Liu/Edmonds, dense, O(n^3)); parent[root] = -1."""
+    n = cost.shape[0]
+    c = np.array(cost, dtype=float)
+    np.fill_diagonal(c, np.inf)
+    c[:, root] = np.inf
+    parent = np.argmin(c, axis=0)
+    parent[root] = -1
+    # Find a cycle among the chosen parent edges.
+    state = np.zeros(n, dtype=np.int64)  # 0 unseen, 1 on current walk, 2 done
+    cycle = None
+    for start in range(n):
+        walk, v = [], start
+        while v != -1 and state[v] == 0:
+            state[v] = 1
+            walk.append(v)
+            v = parent[v]
+        if v != -1 and state[v] == 1:
+            cycle = walk[walk.index(v):]
+        for w in walk:
+            state[w] = 2
+        if cycle:
+            break
+    if cycle is None:
+        return parent
+    inside = np.zeros(n, dtype=bool)
+    inside[cycle] = True
+    outside = np.flatnonzero(~inside)
+    cyc = np.array(cycle)
+    m = len(outside) + 1  # contracted node is m - 1
+    sub = np.full((m, m), np.inf)
+    sub[:m - 1, :m - 1] = c[np.ix_(outside, outside)]
+    # Into the cycle: entering v replaces v's cycle edge.
+    enter = c[np.ix_(outside, cyc)] - c[parent[cyc], cyc][None, :]
+    pick_in = np.argmin(enter, axis=1)
+    sub[:m - 1, m - 1] = enter[np.arange(len(outside)), pick_in]
+    # Out of the cycle: the cheapest edge from any cycle node.
+    leave = c[np.ix_(cyc, outside)]
+    pick_out = np.argmin(leave, axis=0)
+    sub[m - 1, :m - 1] = leave[pick_out, np.arange(len(outside))]
+    new_root = int(np.flatnonzero(outside == root)[0])
+    sub_parent = min_arborescence(sub, new_root)
+    result = parent.copy()
+    for i, v in enumerate(outside):
+        p = sub_parent[i]
+        if p == -1:
+            result[v] = -1
+        elif p == m - 1:
+            result[v] = cyc[pick_out[i]]
+        else:
+            result[v] = outside[p]
+    u = sub_parent[m - 1]
+    entry = cyc[pick_in[u]]
+    result[entry] = outside[u]
+    return result
+
+
+def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: np.ndarray,
+                   level: np.ndarray | None = None, slack: int = 0) -> dict[str, tuple[str, list[int]]]:
+    """The minimum-cost arborescence over the servers rooted at server number ``root``, each
+    overlay edge u -> v costing its cheapest path: {server: (parent, link ids from it)}.
+    With ``level`` (hops from the root), only edges from a lower to a higher level count:
+    the cheapest such tree is every server's cheapest parent above it, and its height is
+    at most the root's eccentricity."""
+    names = net.servers
+    if level is None:
+        parent = min_arborescence(cost, root)
+    elif slack == 0:
+        allowed = np.where(level[:, None] < level[None, :], cost, np.inf)
+        parent = np.argmin(allowed, axis=0)
+        parent[root] = -1
+    else:
+        allowed = np.where(level[:, None] < level[None, :] + slack, cost, np.inf)
+        parent = min_arborescence(allowed, root)
+    return {names[v]: (names[p], net.path(pred, int(p), names[v]))
+            for v, p in enumerate(parent) if p >= 0}
+
+
+def _as_tree(net: _Network, links: dict[str, tuple[str, list[int]]]) -> Tree:
+    """An overlay Tree (each server -> its parent and the node path up to it) from the
+    parent links of an arborescence."""
+    tree: Tree = {}
+    for v, (parent, ids) in links.items():
+        nodes = [parent] + [net.links[e][1] for e in ids]
+        tree[v] = (parent, tuple(reversed(nodes)))
+    return tree
+
+
+def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 500
+               ) -> Packing:
+    """The optimal packing of broadcast trees (one or more per server) on ``graph``.
+
+    Column generation from one cheapest tree per root; each round adds, for every root whose
+    cheapest tree under the current dual prices costs less than its dual, that tree. Stops at
+    the max-flow optimum (``simulator.bounds.packing_rate``, within RATE_RTOL), when no root
+    improves, or after ``max_iterations`` rounds; ``Packing.rate`` says what was reached.
+    """
+    from simulator.bounds import packing_rate  # simulator imports traffic; not at load time
+
+    optimum, _ = packing_rate(graph, goodput=goodput)
+    net = _Network(graph, goodput)
+    n, m = len(net.servers), len(net.links)
+    scale = float(net.cap.max())
+    cap = net.cap / scale
+    columns: list[tuple[int, list[int]]] = []  # (root, link use counts as a list of ids)
+    trees: list[dict[str, tuple[str, list[int]]]] = []
+    price = np.zeros(m)
+    dual = np.full(n, 1.0 / n)
+    rate = 0.0
+    iterations = 0
+    hops = net.hops()
+    slack = 0
+    for iterations in range(1, max_iterations + 1):  # noqa: B007 (reported)
+        cost, pred = net.paths(price)
+        added = 0
+        for r in range(n):
+            links = _cheapest_tree(net, r, cost, pred, hops[r] if slack < 9 else None, slack)
+            true = float(sum(price[e] for _, ids in links.values() for e in ids))
+            if columns and true >= dual[r] * (1 - 1e-9):
+                continue
+            columns.append((r, [e for _, ids in links.values() for e in ids]))
+            trees.append(links)
+            added += 1
+        if not added:
+            if slack < 9:
+                pass  # print("slack", slack, "stalled at", iterations, rate*scale/optimum)
+                slack += 1
+                continue
+            break
+        rate, weights, price, dual = _solve(columns, cap, n, m)
+        if rate * scale >= optimum * (1 - RATE_RTOL):
+            break
+    packed: dict[str, list[tuple[float, Tree]]] = {v: [] for v in net.servers}
+    for (r, _), links, w in zip(columns, trees, weights):
+        packed[net.servers[r]].append((w * scale, links))
+    result: dict[str, list[tuple[float, Tree]]] = {}
+    for v, items in packed.items():
+        total = sum(w for w, _ in items)
+        result[v] = [(w, _as_tree(net, links)) for w, links in items
+                     if w > MIN_SHARE * total]
+    reached = min(sum(w for w, _ in items) for items in result.values())
+    return Packing(result, reached, optimum, iterations)
+
+
+def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int):
+    """The restricted master LP: (rate, tree weights, link prices, root duals)."""
+    k = len(columns)
+    data, rows, cols = [], [], []
+    for j, (r, ids) in enumerate(columns):
+        rows.append(r)
+        cols.append(j + 1)
+        data.append(-1.0)
+        for e in ids:
+            rows.append(n + e)
+            cols.append(j + 1)
+            data.append(1.0)
+    for r in range(n):
+        rows.append(r)
+        cols.append(0)
+        data.append(1.0)
+    a_ub = csr_matrix((data, (rows, cols)), shape=(n + m, k + 1))
+    b_ub = np.concatenate([np.zeros(n), cap])
+    c = np.zeros(k + 1)
+    c[0] = -1.0
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the packing LP failed: {res.message}")
+    marg = -res.ineqlin.marginals
+    return float(res.x[0]), res.x[1:], np.maximum(marg[n:], 0.0), np.maximum(marg[:n], 0.0)
+
+
+def split(count: int, weights: list[float]) -> list[int]:
+    """``count`` cut into whole parts proportional to ``weights`` (largest remainders)."""
+    total = sum(weights)
+    exact = [count * w / total for w in weights]
+    parts = [int(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (parts[i] - exact[i], i))
+    for i in order[:count - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+#: Pipeline chunks per server hop of a tree's height: the fill and drain of a tree cost about
+#: 1 / CHUNKS_PER_HOP of its time.
+CHUNKS_PER_HOP = 4
+#: Copies of the trees per root: trees of a root get whole copies in proportion to their
+#: rates, and every copy carries the same data, so max-min sharing of a link between copies
+#: gives each tree about its rate.
+COPIES = 4
+
+
+def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPIES,
+                 chunks_per_hop: int = CHUNKS_PER_HOP, min_chunk: int = 1) -> None:
+    """Reduce every server's shard (``segments(elements, N)`` by rank) up its trees into it and
+    broadcast it back down (``traffic.trees.emit_tree``): each tree copy carries an equal part
+    of the shard, pipelined in ``chunks_per_hop`` x height chunks of at least ``min_chunk``
+    elements."""
+    from traffic.overlay import depth
+    from traffic.schedule import segments
+    from traffic.trees import emit_tree
+
+    names = list(packing.trees)
+    for (offset, count), root in zip(segments(elements, len(names)), names):
+        items = packing.trees[root]
+        reps = [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
+                for _ in range(m)]
+        for tree, (off, cnt) in zip(reps, segments(count, len(reps))):
+            if cnt:
+                chunks = max(1, min(chunks_per_hop * depth(tree, root), cnt // min_chunk))
+                emit_tree(builder, tree, root, offset + off, cnt, chunks)
