@@ -6,9 +6,16 @@ recomputed whenever a transfer starts or stops sending. A transfer stops sending
 bits have gone through and arrives ``hop_latency_s`` per link later.
 
 Speed. Events within a relative 1e-12 of each other form one batch, so lock-step collectives
-such as a ring cost one rate computation per step. Max-min rates decompose over the connected
-components of the flows-share-a-link graph, so an event recomputes only the component of the
-links it touched. Two exact engines share this: the incremental one walks per-link flow sets
+such as a ring cost one rate computation per step. An event re-solves only the flows whose
+max-min rate can change: (i) rates decompose over the connected components of the
+flows-share-a-link graph, so only the component of the touched links counts; (ii) a flow
+slower than every flow that stopped and than every new flow's equal share (capacity over
+flow count on its links, a floor of its max-min rate) keeps its rate, because progressive
+filling freezes it, at the same level, before anything the event changed can matter; the
+others are re-solved on the capacity it leaves. In all-to-all traffic the flows that finish
+are the fastest, so (ii) leaves most flows alone even when (i) spans the whole network.
+
+Two exact engines share this: the incremental one walks per-link flow sets
 and re-projects only the touched flows' finish times, kept in a heap (cost per event follows
 the component: rings, trees, pipelines); the vectorised one keeps the active flows in numpy
 arrays (cost per event follows the active set, in few numpy passes: all-to-all traffic,
@@ -24,7 +31,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from simulator.maxmin import max_min_rates, max_min_small
+from simulator.maxmin import LEVEL_RTOL, max_min_rates, max_min_small
 from simulator.result import Result
 from traffic.schedule import DTYPES, Schedule, ScheduleError
 
@@ -163,7 +170,11 @@ class _Run:
 def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarray,
                  table: np.ndarray) -> None:
     """Engine for schedules with few flows per component: Python state per flow, a heap of
-    projected finish times (a version number retires stale entries)."""
+    projected finish times (a version number retires stale entries).
+
+    An event re-solves the flows connected to the links it touched through flows whose rate
+    may change (as in ``_vectorised``: slower flows keep theirs), and re-projects only the
+    flows whose rate changed."""
     count = len(run.bits)
     links_of = run.links_of
     rem = [0.0] * count
@@ -172,6 +183,7 @@ def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarra
     version = [0] * count
     projected: list[tuple[float, int, int]] = []
     on_link: list[set[int]] = [set() for _ in caps]
+    used = [0.0] * len(caps)
     now = 0.0
     while True:
         while projected and projected[0][2] != version[projected[0][1]]:
@@ -184,47 +196,107 @@ def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarra
         t_next = max(t_next, now)
         horizon = t_next * (1.0 + BATCH_RTOL)
         dirty: set[int] = set()
+        level = math.inf
         while projected and projected[0][0] <= horizon:
             _, i, ver = heapq.heappop(projected)
             if ver != version[i]:
                 continue
             version[i] += 1
+            r = rate[i]
+            if r < level:
+                level = r
             for link in links_of[i]:
                 on_link[link].discard(i)
+                used[link] -= r
                 dirty.add(link)
             run.sent(i, t_next)
         now = t_next
-        for i in run.due(horizon):
+        fresh = run.due(horizon)
+        for i in fresh:
             rem[i], since[i], rate[i] = run.bits[i], now, 0.0
             for link in links_of[i]:
                 on_link[link].add(i)
                 dirty.add(link)
         if not dirty:
             continue
-        flows: set[int] = set()
-        stack = list(dirty)
-        while stack:
-            for f in on_link[stack.pop()]:
-                if f not in flows:
-                    flows.add(f)
-                    for link in links_of[f]:
-                        if link not in dirty:
-                            dirty.add(link)
-                            stack.append(link)
+        flows = _component(dirty, on_link, links_of, rate, 0.0, SMALL_COMPONENT)
+        level_used = flows is None
+        if flows is None:
+            # A large component: leave out the flows slower than anything that changed.
+            for i in fresh:
+                for link in links_of[i]:
+                    share = caps[link] / len(on_link[link])
+                    if share < level:
+                        level = share
+            flows = _component(dirty, on_link, links_of, rate, level * (1.0 - LEVEL_RTOL))
         if not flows:
             continue
         group = list(flows)
-        for f in group:
-            rem[f] = max(0.0, rem[f] - rate[f] * (now - since[f]))
-            since[f] = now
-        if len(group) <= SMALL_COMPONENT:
-            rates = max_min_small([links_of[f] for f in group], caps)
+        if not level_used:
+            spare = caps  # a whole component: its links carry nothing else
         else:
-            rates = max_min_rates(table[[row_of[f] for f in group]], cap).tolist()
+            spare = _spare(group, links_of, on_link, rate, caps, used)
+        if len(group) == 1:
+            rates = [min(spare[link] for link in links_of[group[0]])]
+        elif len(group) <= SMALL_COMPONENT:
+            rates = max_min_small([links_of[f] for f in group], spare)
+        else:
+            if isinstance(spare, dict):
+                full = np.zeros(len(caps))  # caps ends with the padding link's inf
+                full[-1] = np.inf
+                full[list(spare)] = list(spare.values())
+            else:
+                full = cap
+            rates = max_min_rates(table[[row_of[f] for f in group]], full).tolist()
         for f, r in zip(group, rates, strict=True):
+            old = rate[f]
+            if r == old:
+                continue
+            rem[f] = max(0.0, rem[f] - old * (now - since[f]))
+            since[f] = now
             rate[f] = r
+            for link in links_of[f]:
+                used[link] += r - old
             version[f] += 1
             heapq.heappush(projected, (now + rem[f] / r, f, version[f]))
+
+
+def _spare(group: list[int], links_of: list[tuple[int, ...]], on_link: list[set[int]],
+           rate: list[float], caps: list[float], used: list[float]) -> dict[int, float]:
+    """Capacity of the group's links that the flows outside it leave: exactly the capacity
+    where the group is alone, so float drift in ``used`` never enters there."""
+    spare: dict[int, float] = {}
+    mine: dict[int, int] = {}
+    for f in group:
+        for link in links_of[f]:
+            spare[link] = spare.get(link, 0.0) + rate[f]
+            mine[link] = mine.get(link, 0) + 1
+    for link, n in mine.items():
+        if n == len(on_link[link]):
+            spare[link] = caps[link]
+        else:
+            spare[link] = max(0.0, caps[link] - used[link] + spare[link])
+    return spare
+
+
+def _component(seeds: set[int], on_link: list[set[int]], links_of: list[tuple[int, ...]],
+               rate: list[float], floor: float, most: int | None = None) -> set[int] | None:
+    """The flows connected to the links ``seeds`` through shared links, passing only through
+    flows at ``floor`` or faster (or new, at rate 0); None once more than ``most``."""
+    flows: set[int] = set()
+    seen = set(seeds)
+    stack = list(seeds)
+    while stack:
+        for f in on_link[stack.pop()]:
+            if f not in flows and (rate[f] >= floor or rate[f] == 0.0):
+                flows.add(f)
+                if most is not None and len(flows) > most:
+                    return None
+                for link in links_of[f]:
+                    if link not in seen:
+                        seen.add(link)
+                        stack.append(link)
+    return flows
 
 
 def _affected(links: np.ndarray, seeds: np.ndarray, nl: int, rounds: int = 4):
@@ -249,10 +321,21 @@ def _affected(links: np.ndarray, seeds: np.ndarray, nl: int, rounds: int = 4):
 
 
 def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray) -> None:
-    """Engine for schedules with many concurrent flows: the active set as numpy arrays."""
+    """Engine for schedules with many concurrent flows: the active set as numpy arrays.
+
+    An event re-solves only the flows whose rate may change: a flow slower than every flow
+    that stopped and than every new flow's equal share keeps its rate (progressive filling
+    freezes it, on the same link, before anything the event changed can matter), and so
+    does a flow not connected to the touched links. The load each link carries is kept up
+    to date, so the re-solved flows see the spare capacity the others leave."""
     rows = np.array(row_of, dtype=np.int64)
     bits = np.array(run.bits)
+    nl = cap.shape[0]
+    width = table.shape[1]
+    on_link = np.zeros(nl)
+    used = np.zeros(nl)
     act = np.empty(0, dtype=np.int64)
+    links = np.empty((0, width), dtype=np.int64)
     rem = np.empty(0)
     rate = np.empty(0)
     now = 0.0
@@ -266,7 +349,8 @@ def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray
         if t_next == math.inf:
             return
         horizon = t_next * (1.0 + BATCH_RTOL)
-        touched: list[int] = []
+        seeds: list[np.ndarray] = []
+        level = math.inf
         if act.size:
             done = ttf <= horizon - now
             if t_next == t_fin:
@@ -275,24 +359,46 @@ def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray
             if done.any():
                 for i in act[done].tolist():
                     run.sent(i, t_next)
-                touched = rows[act[done]].tolist()
+                gone = links[done]
+                seeds.append(gone)
+                level = float(rate[done].min())
+                flat = gone.ravel()
+                on_link -= np.bincount(flat, minlength=nl)
+                used -= np.bincount(flat, minlength=nl, weights=np.repeat(rate[done], width))
                 keep = ~done
-                act, rem, rate = act[keep], rem[keep], rate[keep]
+                act, links, rem, rate = act[keep], links[keep], rem[keep], rate[keep]
         now = t_next
         new = run.due(horizon)
+        count = act.size
         if new:
             fresh = np.array(new, dtype=np.int64)
+            added = table[rows[fresh]]
+            seeds.append(added)
+            on_link += np.bincount(added.ravel(), minlength=nl)
+            share = cap / np.maximum(on_link, 1.0)
+            level = min(level, float(share[added].min()))
             act = np.concatenate([act, fresh])
+            links = np.concatenate([links, added])
             rem = np.concatenate([rem, bits[fresh]])
             rate = np.concatenate([rate, np.zeros(len(new))])
-            touched += rows[fresh].tolist()
-        if touched and act.size:
-            links = table[rows[act]]
-            part = _affected(links, table[touched], cap.shape[0])
-            if part is None:
-                rate = max_min_rates(links, cap)
-            else:
-                rate[part] = max_min_rates(links[part], cap)
+        if not seeds or not act.size:
+            continue
+        part = rate >= level * (1.0 - LEVEL_RTOL)
+        part[count:] = True
+        grown = _affected(links[part], np.concatenate(seeds), nl)
+        if grown is not None:
+            part[np.flatnonzero(part)[~grown]] = False
+        sub = links[part]
+        old = rate[part]
+        weights = np.repeat(old, width)
+        flat = sub.ravel()
+        spare = cap - used + np.bincount(flat, minlength=nl, weights=weights)
+        alone = np.bincount(flat, minlength=nl) == on_link
+        spare[alone] = cap[alone]
+        fresh_rates = max_min_rates(sub, np.maximum(spare, 0.0))
+        rate[part] = fresh_rates
+        used += np.bincount(flat, minlength=nl, weights=np.repeat(fresh_rates - old, width))
+        used[nl - 1] = 0.0
 
 
 def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,

@@ -180,7 +180,8 @@ def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:
 
 
 def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: np.ndarray,
-                   level: np.ndarray | None = None, slack: int = 0) -> dict[str, tuple[str, list[int]]]:
+                   level: np.ndarray | None = None, slack: int = 0
+                   ) -> dict[str, tuple[str, list[int]]]:
     """The minimum-cost arborescence over the servers rooted at server number ``root``, each
     overlay edge u -> v costing its cheapest path: {server: (parent, link ids from it)}.
     With ``level`` (hops from the root), only edges from a lower to a higher level count:
