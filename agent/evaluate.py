@@ -15,20 +15,20 @@ import networkx as nx
 
 from agent.env import EnvConfig
 from agent.policy import build_schedule, find_checkpoint, load_checkpoint
-from simulator import lower_bound, simulate
+from simulator import lower_bound, packing_bound, simulate
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+from traffic.collectives import BASELINES
 from traffic.schedule import validate
 
 PROG = "python -m agent.evaluate"
-#: Baselines simulated next to the DRL schedule (``traffic.collectives.build`` names).
-BASELINES = ("ring", "ps", "ps-sharded", "tree", "multitree")
 
 
 def evaluate(graph: nx.Graph, checkpoint: str | None = None, size_bytes: int | None = None,
              samples: int = 0, seed: int = 0, baselines: tuple[str, ...] = BASELINES,
              startup_s: float | None = None, hop_latency_s: float | None = None) -> list[dict]:
-    """Rows ``{"algo", "makespan_s", "ratio_to_lower_bound"}``: the DRL schedule (validated),
-    each baseline, and the lower bound itself."""
+    """Rows ``{"algo", "makespan_s", "ratio_to_lower_bound", "ratio_to_optimum"}``: the DRL
+    schedule (validated), each baseline, the lower bound and the packing optimum
+    (``simulator.packing_bound``) themselves."""
     from traffic.collectives import build
 
     path = checkpoint or find_checkpoint(graph.graph["spec"])
@@ -47,8 +47,10 @@ def evaluate(graph: nx.Graph, checkpoint: str | None = None, size_bytes: int | N
         other = build(algo, graph, cfg.size_bytes, cfg.dtype)
         rows.append((algo, simulate(graph, other, startup_s=cfg.startup_s,
                                     hop_latency_s=cfg.hop_latency_s).makespan_s))
-    rows.append(("lower-bound", lb))
-    return [{"algo": a, "makespan_s": m, "ratio_to_lower_bound": m / lb} for a, m in rows]
+    optimum = packing_bound(graph, cfg.size_bytes)
+    rows += [("lower-bound", lb), ("optimum", optimum)]
+    return [{"algo": a, "makespan_s": m, "ratio_to_lower_bound": m / lb,
+             "ratio_to_optimum": m / optimum} for a, m in rows]
 
 
 def main() -> int:
@@ -79,9 +81,10 @@ def main() -> int:
         print(json.dumps(rows))
         return 0
     print(f"{graph.graph['name']}, {graph.graph['bw_mbps']:g} Mbit/s links")
-    print(f"{'algo':<12} {'makespan_s':>12} {'x lower bound':>14}")
+    print(f"{'algo':<12} {'makespan_s':>12} {'x lower bound':>14} {'x optimum':>10}")
     for row in rows:
-        print(f"{row['algo']:<12} {row['makespan_s']:>12.4f} {row['ratio_to_lower_bound']:>14.3f}")
+        print(f"{row['algo']:<12} {row['makespan_s']:>12.4f} {row['ratio_to_lower_bound']:>14.3f}"
+              f" {row['ratio_to_optimum']:>10.3f}")
     return 0
 
 

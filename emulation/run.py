@@ -23,9 +23,9 @@ from typing import Any
 
 import networkx as nx
 
-from simulator import lower_bound, simulate
+from simulator import lower_bound, packing_bound, simulate
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
-from traffic.collectives import build
+from traffic.collectives import BASELINES, build
 from traffic.runner import WorkerError, run_workers
 from traffic.schedule import Schedule, ScheduleError, Transfer, routes, validate
 
@@ -37,7 +37,6 @@ EMULATION_DEFAULTS = {
     "dcell": {"n": 3, "k": 1},
     "jellyfish": {"switches": 16, "ports": 4, "uplinks": 3, "seed": 0},
 }
-BASELINES = ("ring", "ps", "ps-sharded", "tree", "multitree")
 SCHEDULERS = (*BASELINES, "drl")
 
 #: Forwarded traffic (Mbit/s summed over every datapath a byte crosses) above which the one
@@ -338,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "topology": graph.graph["spec"], "name": graph.graph["name"],
         "bw_mbps": graph.graph["bw_mbps"], "size_bytes": size_bytes, "dtype": args.dtype,
-        "lower_bound_s": lower_bound(graph, size_bytes), "parameters": vars(args) | {
+        "lower_bound_s": lower_bound(graph, size_bytes),
+        "optimum_s": packing_bound(graph, size_bytes), "parameters": vars(args) | {
             "out": str(out)},
         "versions": versions(), **doc, **summarise(rows), "schedulers": rows,
     }
@@ -348,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, default=str))
     else:
         print(table(rows, LOAD_BUDGET_MBPS, graph.graph["bw_mbps"]))
-        print(f"lower bound {result['lower_bound_s']:.3f} s; results in {out / 'results.json'}; "
+        print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
+              f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
               f"plots: {', '.join(f.name for f in files)}")
     return 0 if all(r["verified"] for r in rows) else 1
 

@@ -1,12 +1,13 @@
 """Flow-level AllReduce simulator: max-min fair fluid model of a Schedule on a topology.
 
-``simulate(graph, schedule, ...) -> Result`` and ``lower_bound(graph, size_bytes)``. Pure:
+``simulate(graph, schedule, ...) -> Result``, ``lower_bound(graph, size_bytes)`` (no AllReduce
+is faster) and ``packing_bound(graph, size_bytes)`` (no tree-based AllReduce is faster). Pure:
 standard library, networkx and numpy only.
 """
 
-from simulator.bounds import lower_bound
+from simulator.bounds import lower_bound, packing_bound
 from simulator.fluid import simulate
 from simulator.maxmin import max_min_rates
 from simulator.result import Result
 
-__all__ = ["Result", "lower_bound", "max_min_rates", "simulate"]
+__all__ = ["Result", "lower_bound", "max_min_rates", "packing_bound", "simulate"]

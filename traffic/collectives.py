@@ -1,5 +1,5 @@
 """The baseline AllReduce collectives: ring, parameter server (plain and sharded), pipelined
-tree, double tree and the topology-aware multitree, each a function
+tree, double tree, the topology-aware multitree and the optimal tree packing, each a function
 ``(graph, size_bytes, dtype='float32') -> Schedule``.
 
 Every schedule passes ``traffic.schedule.validate`` on BCube, DCell, Jellyfish and any
@@ -265,6 +265,28 @@ def _best_tree_packing(graph: nx.Graph, elements: int):
     return best, best_cost
 
 
+def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:
+    """Optimal tree packing (``traffic.packing``, after ForestColl): every server's shard is
+    reduced into it and broadcast back over trees whose rates come from a linear programme
+    over the links' capacities, so it adapts to any graph and to unequal link rates.
+
+    Each tree copy is pipelined in chunks (``CHUNKS_PER_HOP`` per server hop of its height) of
+    at least MIN_CHUNK_BYTES, so small buffers get fewer, larger messages.
+    """
+    from traffic.packing import MIN_CHUNK_BYTES, emit_packing, pack_trees  # scipy: on use
+
+    elements = _elements(size_bytes, dtype)
+    router = _router(graph)
+    builder = Builder()
+    if len(router.servers) < 2:
+        return _schedule(graph, size_bytes, dtype, builder, "packing")
+    packed = pack_trees(graph)
+    emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
+    return _schedule(graph, size_bytes, dtype, builder, "packing",
+                     trees=sum(len(items) for items in packed.trees.values()),
+                     rate_to_optimum=packed.rate / packed.optimum)
+
+
 ALGORITHMS: dict[str, Callable[..., Schedule]] = {
     "ring": ring,
     "ps": ps,
@@ -272,7 +294,12 @@ ALGORITHMS: dict[str, Callable[..., Schedule]] = {
     "tree": tree,
     "double-tree": double_tree,
     "multitree": multitree,
+    "packing": packing,
 }
+
+
+#: The baselines a DRL schedule is compared with, in the order tables list them.
+BASELINES = ("ring", "ps", "ps-sharded", "tree", "multitree", "packing")
 
 
 def build(algo: str, graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:

@@ -11,7 +11,7 @@ and their rates come from a linear programme, solved by column generation:
 
 whose pricing problem, the cheapest tree rooted at r under the links' dual prices, is a
 minimum-cost arborescence (Edmonds) over the servers, each overlay edge costing its cheapest
-physical path. Its optimum is the packing rate x* that ``simulator.bounds.packing_rate``
+physical path. Its optimum is the packing rate x* that ``traffic.cuts.packing_rate``
 finds by max-flow (the fractional form of Edmonds' branching theorem once switches are split
 off), and the iteration stops as soon as it reaches it.
 
@@ -28,10 +28,15 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
+from traffic.cuts import link_capacities, packing_rate
 from traffic.overlay import Tree, relays, servers_by_rank
 
 #: Column generation stops when the LP's rate is this close (relative) to the max-flow optimum.
 RATE_RTOL = 1e-6
+#: The pricing's stages: first trees whose every edge goes from fewer to more hops from the
+#: root (height at most the root's eccentricity), then edges up to that many hops back
+#: (Edmonds on the allowed edges), then any tree; the next stage starts when one stalls.
+SLACKS = (0, 1, 2, 4, 8, None)
 #: Trees whose rate is below this fraction of their root's total are dropped (LP round-off).
 MIN_SHARE = 1e-6
 
@@ -60,18 +65,11 @@ class _Network:
         self.index = {v: i for i, v in enumerate(nodes)}
         self.names = nodes + [f"{v}>" for v in self.servers]
         self.sender = {v: len(nodes) + i for i, v in enumerate(self.servers)}
-        default = graph.graph.get("bw_mbps")
         relay = relays(graph)
         is_server = set(self.servers)
-        self.links: list[tuple[str, str]] = []
-        caps = []
-        for a, b, bw in graph.edges(data="bw_mbps", default=default):
-            if bw is None or not float(bw) > 0:
-                raise ValueError(f"link {a}-{b} has no positive bw_mbps")
-            for u, v in ((a, b), (b, a)):
-                self.links.append((u, v))
-                caps.append(float(bw) * 1e6 * goodput)
-        self.cap = np.array(caps)
+        caps = link_capacities(graph, goodput)
+        self.links: list[tuple[str, str]] = list(caps)
+        self.cap = np.array(list(caps.values()))
         rows, cols, ids = [], [], []
         for e, (u, v) in enumerate(self.links):
             if u in is_server:
@@ -216,12 +214,11 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     """The optimal packing of broadcast trees (one or more per server) on ``graph``.
 
     Column generation from one cheapest tree per root; each round adds, for every root whose
-    cheapest tree under the current dual prices costs less than its dual, that tree. Stops at
-    the max-flow optimum (``simulator.bounds.packing_rate``, within RATE_RTOL), when no root
+    cheapest tree under the current dual prices costs less than its dual, that tree. Trees
+    are searched shallow first (SLACKS): a shallow tree pipelines in fewer steps. Stops at
+    the max-flow optimum (``traffic.cuts.packing_rate``, within RATE_RTOL), when no root
     improves, or after ``max_iterations`` rounds; ``Packing.rate`` says what was reached.
     """
-    from simulator.bounds import packing_rate  # simulator imports traffic; not at load time
-
     optimum, _ = packing_rate(graph, goodput=goodput)
     net = _Network(graph, goodput)
     n, m = len(net.servers), len(net.links)
@@ -234,12 +231,14 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     rate = 0.0
     iterations = 0
     hops = net.hops()
-    slack = 0
+    stages = list(SLACKS)
+    slack = stages.pop(0)
     for iterations in range(1, max_iterations + 1):  # noqa: B007 (reported)
         cost, pred = net.paths(price)
         added = 0
         for r in range(n):
-            links = _cheapest_tree(net, r, cost, pred, hops[r] if slack < 9 else None, slack)
+            links = _cheapest_tree(net, r, cost, pred, None if slack is None else hops[r],
+                                   slack or 0)
             true = float(sum(price[e] for _, ids in links.values() for e in ids))
             if columns and true >= dual[r] * (1 - 1e-9):
                 continue
@@ -247,11 +246,10 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
             trees.append(links)
             added += 1
         if not added:
-            if slack < 9:
-                pass  # print("slack", slack, "stalled at", iterations, rate*scale/optimum)
-                slack += 1
-                continue
-            break
+            if not stages:
+                break
+            slack = stages.pop(0)
+            continue
         rate, weights, price, dual = _solve(columns, cap, n, m)
         if rate * scale >= optimum * (1 - RATE_RTOL):
             break
@@ -308,6 +306,8 @@ def split(count: int, weights: list[float]) -> list[int]:
 #: Pipeline chunks per server hop of a tree's height: the fill and drain of a tree cost about
 #: 1 / CHUNKS_PER_HOP of its time.
 CHUNKS_PER_HOP = 4
+#: Smallest message a tree copy is cut into, in bytes.
+MIN_CHUNK_BYTES = 4096
 #: Copies of the trees per root: trees of a root get whole copies in proportion to their
 #: rates, and every copy carries the same data, so max-min sharing of a link between copies
 #: gives each tree about its rate.

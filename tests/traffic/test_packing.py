@@ -1,0 +1,164 @@
+"""The packing optimum (max-flow) against closed forms, the tree packing (LP) against it, and
+the ``packing`` collective: valid, never faster than the bounds, adapting to a slow link."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import topology as tp
+from simulator import lower_bound, packing_bound, simulate
+from traffic.collectives import build
+from traffic.cuts import link_capacities, packing_rate
+from traffic.packing import min_arborescence, pack_trees, split
+from traffic.schedule import validate
+
+C = 100e6  # bit/s of a 100 Mbit/s link
+
+
+def star(servers: int) -> nx.Graph:
+    g = nx.Graph(bw_mbps=100.0)
+    g.add_node("w", role="switch")
+    for i in range(servers):
+        g.add_node(f"h{i}", role="server", rank=i)
+        g.add_edge(f"h{i}", "w")
+    return g
+
+
+def cycle(servers: int) -> nx.Graph:
+    g = nx.Graph(bw_mbps=100.0)
+    for i in range(servers):
+        g.add_node(f"h{i}", role="server", rank=i)
+    for i in range(servers):
+        g.add_edge(f"h{i}", f"h{(i + 1) % servers}")
+    return g
+
+
+def two_halves(slow_mbps: float = 25.0) -> nx.Graph:
+    """Two stars of three servers whose switches share one slow link."""
+    g = nx.Graph(bw_mbps=100.0)
+    rank = 0
+    for side in "ab":
+        g.add_node(f"w{side}", role="switch")
+        for i in range(3):
+            g.add_node(f"h{side}{i}", role="server", rank=rank)
+            g.add_edge(f"h{side}{i}", f"w{side}", bw_mbps=100.0)
+            rank += 1
+    g.add_edge("wa", "wb", bw_mbps=slow_mbps)
+    return g
+
+
+@pytest.mark.parametrize("servers", [2, 3, 5, 8])
+def test_star_rate_is_one_link_over_the_others(servers):
+    rate, cut = packing_rate(star(servers))
+    assert rate == pytest.approx(C / (servers - 1), rel=1e-12)
+    assert len([v for v in cut if v.startswith("h")]) == servers - 1
+
+
+@pytest.mark.parametrize("servers", [3, 4, 7])
+def test_cycle_rate_is_two_links_over_the_others(servers):
+    rate, _ = packing_rate(cycle(servers))
+    assert rate == pytest.approx(2 * C / (servers - 1), rel=1e-12)
+
+
+def test_bcube_2_1_rate_is_its_two_links_over_three():
+    rate, _ = packing_rate(tp.bcube_graph(2, 1, bw_mbps=100.0))
+    assert rate == pytest.approx(2 * C / 3, rel=1e-12)
+
+
+def test_a_slow_link_between_halves_sets_the_rate():
+    rate, cut = packing_rate(two_halves(25.0))
+    # Three shards of one half must cross the 25 Mbit/s link: 25e6 / 3 per server.
+    assert rate == pytest.approx(25e6 / 3, rel=1e-12)
+    servers = {v for v in cut if v.startswith("h")}
+    assert servers in ({"ha0", "ha1", "ha2"}, {"hb0", "hb1", "hb2"})
+    g = two_halves(25.0)
+    assert packing_bound(g, 10**6) > lower_bound(g, 10**6) * 2
+
+
+@pytest.mark.parametrize("family,params", [
+    ("bcube", {"n": 4, "k": 1}), ("dcell", {"n": 3, "k": 1}), ("dcell", {"n": 4, "k": 1}),
+    ("jellyfish", {"switches": 16, "ports": 4, "uplinks": 3, "seed": 0}),
+])
+def test_optimum_equals_the_message_count_bound_on_uniform_families(family, params):
+    g = tp.make_graph(family, **params)
+    assert packing_bound(g, 8_000_000) == pytest.approx(lower_bound(g, 8_000_000), rel=1e-9)
+
+
+def test_min_arborescence_matches_networkx():
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(2, 10))
+        cost = rng.integers(0, 4, size=(n, n)).astype(float)  # many ties
+        root = int(rng.integers(n))
+        parent = min_arborescence(cost, root)
+        assert parent[root] == -1
+        for v in range(n):  # every server reaches the root
+            x, steps = v, 0
+            while x != root:
+                x, steps = parent[x], steps + 1
+                assert steps <= n
+        digraph = nx.DiGraph()
+        digraph.add_weighted_edges_from((u, v, cost[u, v]) for u in range(n) for v in range(n)
+                                        if u != v and v != root)
+        digraph.add_nodes_from(range(n))
+        best = nx.minimum_spanning_arborescence(digraph)
+        mine = sum(cost[parent[v], v] for v in range(n) if v != root)
+        assert mine == pytest.approx(best.size(weight="weight")), trial
+
+
+def test_split_is_proportional_and_whole():
+    assert split(10, [1.0, 1.0]) == [5, 5]
+    assert split(7, [3.0, 1.0]) == [5, 2]
+    assert sum(split(13, [0.2, 0.5, 0.3])) == 13
+
+
+@pytest.mark.parametrize("graph", [
+    star(4), cycle(5), two_halves(25.0), tp.bcube_graph(2, 1), tp.dcell_graph(2, 1),
+    tp.jellyfish_graph(8, 4, 3, seed=0),
+], ids=["star", "cycle", "two-halves", "bcube-2-1", "dcell-2-1", "jellyfish-8"])
+def test_tree_packing_reaches_the_optimum_within_capacity(graph):
+    packed = pack_trees(graph)
+    assert packed.rate == pytest.approx(packed.optimum, rel=1e-6)
+    servers = set(tp.servers(graph)) if "spec" in graph.graph else {
+        v for v, r in graph.nodes(data="role") if r == "server"}
+    load: dict[tuple[str, str], float] = {}
+    for root, items in packed.trees.items():
+        assert sum(w for w, _ in items) >= packed.rate * (1 - 1e-9)
+        for weight, tree in items:
+            assert set(tree) | {root} == servers  # spanning
+            for _, (_, path) in tree.items():
+                for a, b in zip(path[::-1], path[::-1][1:]):  # broadcast direction
+                    load[(a, b)] = load.get((a, b), 0.0) + weight
+    caps = link_capacities(graph, 1.0)
+    for link, used in load.items():
+        assert used <= caps[link] * (1 + 1e-6), link
+
+
+@pytest.mark.parametrize("family,params", [
+    ("bcube", {"n": 2, "k": 1}), ("dcell", {"n": 2, "k": 1}), ("dcell", {"n": 3, "k": 1}),
+    ("jellyfish", {"switches": 8, "ports": 4, "uplinks": 3, "seed": 0}),
+])
+def test_packing_schedules_validate_and_never_beat_the_bounds(family, params):
+    g = tp.make_graph(family, **params)
+    size = 400_000
+    schedule = build("packing", g, size)
+    validate(schedule, g)
+    makespan = simulate(g, schedule).makespan_s
+    assert makespan >= packing_bound(g, size) * (1 - 1e-9)
+    assert makespan >= lower_bound(g, size) * (1 - 1e-9)
+
+
+def test_packing_adapts_to_a_slow_link_where_rate_oblivious_baselines_do_not():
+    g = two_halves(25.0)
+    size = 8_000_000
+    optimum = packing_bound(g, size)
+    ratio = {algo: simulate(g, build(algo, g, size)).makespan_s / optimum
+             for algo in ("ring", "multitree", "packing")}
+    assert ratio["packing"] < 1.1
+    assert ratio["ring"] > 1.5 and ratio["multitree"] > 1.5
+
+
+def test_packing_on_one_server_is_empty():
+    assert build("packing", star(1), 4).transfers == ()
