@@ -233,18 +233,33 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     hops = net.hops()
     stages = list(SLACKS)
     slack = stages.pop(0)
+    center, best_bound = None, np.inf
     for iterations in range(1, max_iterations + 1):  # noqa: B007 (reported)
-        cost, pred = net.paths(price)
+        # Wentges smoothing: price at a point between the LP's duals and the duals that gave
+        # the best upper bound so far, which stops the degenerate LP's duals from jumping
+        # between vertices without progress; price at the LP's own duals when that finds
+        # nothing.
         added = 0
-        for r in range(n):
-            links = _cheapest_tree(net, r, cost, pred, None if slack is None else hops[r],
-                                   slack or 0)
-            true = float(sum(price[e] for _, ids in links.values() for e in ids))
-            if columns and true >= dual[r] * (1 - 1e-9):
-                continue
-            columns.append((r, [e for _, ids in links.values() for e in ids]))
-            trees.append(links)
-            added += 1
+        for point in ([price] if center is None else [0.5 * (center + price), price]):
+            cost, pred = net.paths(point)
+            found = [_cheapest_tree(net, r, cost, pred,
+                                    None if slack is None else hops[r], slack or 0)
+                     for r in range(n)]
+            spent = [float(sum(point[e] for _, ids in links.values() for e in ids))
+                     for links in found]
+            if columns and sum(spent) > 0:
+                bound = float(cap @ point) / sum(spent)  # the dual value of (point, spent)
+                if bound < best_bound:
+                    center, best_bound = point, bound
+            for r, links in enumerate(found):
+                use = [e for _, ids in links.values() for e in ids]
+                if columns and float(price[use].sum()) >= dual[r] * (1 - 1e-9):
+                    continue
+                columns.append((r, use))
+                trees.append(links)
+                added += 1
+            if added:
+                break
         if not added:
             if not stages:
                 break
