@@ -57,10 +57,13 @@ def test_evaluate_json_structure(trained):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     algos = [row["algo"] for row in rows]
-    assert algos == ["drl", "ring", "ps", "ps-sharded", "tree", "multitree", "lower-bound"]
+    assert algos == ["drl", "ring", "ps", "ps-sharded", "tree", "multitree", "packing",
+                     "lower-bound", "optimum"]
     for row in rows:
-        assert set(row) == {"algo", "makespan_s", "ratio_to_lower_bound"}
+        assert set(row) == {"algo", "makespan_s", "ratio_to_lower_bound", "ratio_to_optimum"}
         assert row["makespan_s"] > 0 and row["ratio_to_lower_bound"] >= 1 - 1e-9
+        # BCube(2,1) has no cut thinner than a server's links: the optimum is the bound.
+        assert row["ratio_to_optimum"] == pytest.approx(row["ratio_to_lower_bound"])
 
 
 def test_config_with_unknown_key_is_an_error(tmp_path):

@@ -26,10 +26,11 @@ def test_one_algo_json():
               "--bw-mbps", "100", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert set(doc) == {"algo", "makespan_s", "lower_bound_s", "transfers"}
+    assert set(doc) == {"algo", "makespan_s", "lower_bound_s", "optimum_s", "transfers"}
     assert doc["algo"] == "ring" and doc["transfers"] == 480
     assert doc["makespan_s"] == pytest.approx(2 * 15 / 16 * 64e6 / 100e6)
     assert doc["lower_bound_s"] == pytest.approx(doc["makespan_s"] / 2)
+    assert doc["optimum_s"] == pytest.approx(doc["lower_bound_s"])
 
 
 @pytest.mark.parametrize("family", tp.FAMILIES)
@@ -40,6 +41,7 @@ def test_all_algos_json_list(family):
     assert [row["algo"] for row in rows] == list(ALGORITHMS)
     for row in rows:
         assert row["makespan_s"] >= row["lower_bound_s"] * (1 - 1e-9) > 0
+        assert row["optimum_s"] >= row["lower_bound_s"] * (1 - 1e-9)
 
 
 def test_table():
@@ -48,8 +50,10 @@ def test_table():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("dcell(4, 1), 100000 bytes per server")
-    assert lines[1].split() == ["algo", "transfers", "makespan_s", "lower_bound_s", "ratio"]
-    assert [line.split()[0] for line in lines[2:]] == list(ALGORITHMS)
+    assert lines[1].startswith("lower bound ") and "packing optimum" in lines[1]
+    assert lines[2].split() == ["algo", "transfers", "makespan_s", "x", "lower", "bound", "x",
+                                "optimum"]
+    assert [line.split()[0] for line in lines[3:]] == list(ALGORITHMS)
 
 
 def test_schedule_file(tmp_path):
