@@ -15,6 +15,7 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 
+from traffic.cuts import packing_rate
 from traffic.hierarchical import bcube_multitree
 from traffic.overlay import Router, depth, spt_tree, topology_of
 from traffic.rings import emit_ring, ring_packing, tour
@@ -233,13 +234,7 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
             emit_tree(builder, spanning, root, off, cnt, chunks)
         return _schedule(graph, size_bytes, dtype, builder, "multitree", style="trees",
                          roots=[root for root, _, _ in packed])
-    counts = [int(weight * elements) for weight, _, _ in rings]
-    counts[0] += elements - sum(counts)
-    offset = 0
-    for count, (_, order, hops) in zip(counts, rings, strict=True):
-        if count:
-            emit_ring(builder, order, hops, offset, count)
-        offset += count
+    _emit_rings(builder, rings, elements)
     return _schedule(graph, size_bytes, dtype, builder, "multitree", style="rings",
                      rings=len(rings))
 
@@ -270,8 +265,10 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     reduced into it and broadcast back over trees whose rates come from a linear programme
     over the links' capacities, so it adapts to any graph and to unequal link rates.
 
-    Each tree copy is pipelined in chunks (``CHUNKS_PER_HOP`` per server hop of its height) of
-    at least MIN_CHUNK_BYTES, so small buffers get fewer, larger messages.
+    Where a packing of rings (``traffic.rings.ring_packing``; a ring is N path-shaped trees,
+    one per server) already reaches the optimum, the rings are used: a ring AllReduce
+    pipelines perfectly, trees only nearly (each tree copy is cut into ``CHUNKS_PER_HOP``
+    chunks per server hop of its height, of at least MIN_CHUNK_BYTES).
     """
     from traffic.packing import MIN_CHUNK_BYTES, emit_packing, pack_trees  # scipy: on use
 
@@ -280,11 +277,36 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     builder = Builder()
     if len(router.servers) < 2:
         return _schedule(graph, size_bytes, dtype, builder, "packing")
+    rate, _ = packing_rate(graph)
+    rings, ring_cost = ring_packing(router)
+    # ring_cost: buffer fraction per directed link over its capacity in Mbit/s; the rings
+    # reach the optimum when that time equals 2 (1/N) / x* (x* in bit/s per server).
+    optimal = 2e6 / (len(router.servers) * rate)
+    if ring_cost <= optimal * (1 + RING_RTOL):
+        _emit_rings(builder, rings, elements)
+        return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
+                         rings=len(rings))
     packed = pack_trees(graph)
     emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
-    return _schedule(graph, size_bytes, dtype, builder, "packing",
+    return _schedule(graph, size_bytes, dtype, builder, "packing", style="trees",
                      trees=sum(len(items) for items in packed.trees.values()),
                      rate_to_optimum=packed.rate / packed.optimum)
+
+
+def _emit_rings(builder: Builder, rings: list, elements: int) -> None:
+    """Ring AllReduces of the buffer's shares (``ring_packing``'s weights), one after another
+    in the buffer."""
+    counts = [int(weight * elements) for weight, _, _ in rings]
+    counts[0] += elements - sum(counts)
+    offset = 0
+    for count, (_, order, hops) in zip(counts, rings, strict=True):
+        if count:
+            emit_ring(builder, order, hops, offset, count)
+        offset += count
+
+
+#: Rings replace the tree packing when their time is within this (relative) of the optimum.
+RING_RTOL = 1e-9
 
 
 ALGORITHMS: dict[str, Callable[..., Schedule]] = {

@@ -162,3 +162,23 @@ def test_packing_adapts_to_a_slow_link_where_rate_oblivious_baselines_do_not():
 
 def test_packing_on_one_server_is_empty():
     assert build("packing", star(1), 4).transfers == ()
+
+
+@pytest.mark.parametrize("family,params", [
+    ("bcube", {"n": 4, "k": 1}), ("dcell", {"n": 4, "k": 1}),
+    ("jellyfish", {"switches": 16, "ports": 4, "uplinks": 3, "seed": 0}),
+])
+def test_packing_uses_rings_where_they_reach_the_optimum(family, params):
+    g = tp.make_graph(family, **params)
+    size = 960_000
+    schedule = build("packing", g, size)
+    assert schedule.meta["style"] == "rings"
+    validate(schedule, g)
+    assert simulate(g, schedule).makespan_s == pytest.approx(packing_bound(g, size), rel=1e-9)
+
+
+def test_packing_uses_trees_where_rings_fall_short():
+    g = tp.make_graph("dcell", n=3, k=1)
+    schedule = build("packing", g, 400_000)
+    assert schedule.meta["style"] == "trees"
+    assert schedule.meta["rate_to_optimum"] == pytest.approx(1.0, rel=1e-6)
