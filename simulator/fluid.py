@@ -39,6 +39,9 @@ from traffic.schedule import DTYPES, Schedule, ScheduleError
 BATCH_RTOL = 1e-12
 #: Components up to this many flows use the plain-Python max-min kernel.
 SMALL_COMPONENT = 24
+#: The vectorised engine looks for the touched component only among more flows than this:
+#: re-solving a few hundred extra flows costs less than the search.
+SEARCH_COMPONENT = 512
 #: The vectorised engine runs when more than this many transfers per server start at once.
 CONCURRENT_PER_SERVER = 4
 
@@ -385,9 +388,10 @@ def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray
             continue
         part = rate >= level * (1.0 - LEVEL_RTOL)
         part[count:] = True
-        grown = _affected(links[part], np.concatenate(seeds), nl)
-        if grown is not None:
-            part[np.flatnonzero(part)[~grown]] = False
+        if int(part.sum()) > SEARCH_COMPONENT:
+            grown = _affected(links[part], np.concatenate(seeds), nl)
+            if grown is not None:
+                part[np.flatnonzero(part)[~grown]] = False
         sub = links[part]
         old = rate[part]
         weights = np.repeat(old, width)
