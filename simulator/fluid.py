@@ -223,8 +223,9 @@ def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarra
         if not dirty:
             continue
         flows = _component(dirty, on_link, links_of, rate, 0.0, SMALL_COMPONENT)
-        level_used = flows is None
-        if flows is None:
+        if flows is not None:
+            spare = caps  # a whole component: its links carry nothing else
+        else:
             # A large component: leave out the flows slower than anything that changed.
             for i in fresh:
                 for link in links_of[i]:
@@ -232,24 +233,18 @@ def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarra
                     if share < level:
                         level = share
             flows = _component(dirty, on_link, links_of, rate, level * (1.0 - LEVEL_RTOL))
+            spare = _spare(flows, links_of, on_link, rate, caps, used)
         if not flows:
             continue
         group = list(flows)
-        if not level_used:
-            spare = caps  # a whole component: its links carry nothing else
-        else:
-            spare = _spare(group, links_of, on_link, rate, caps, used)
         if len(group) == 1:
             rates = [min(spare[link] for link in links_of[group[0]])]
         elif len(group) <= SMALL_COMPONENT:
             rates = max_min_small([links_of[f] for f in group], spare)
-        else:
-            if isinstance(spare, dict):
-                full = np.zeros(len(caps))  # caps ends with the padding link's inf
-                full[-1] = np.inf
-                full[list(spare)] = list(spare.values())
-            else:
-                full = cap
+        else:  # only a filtered group is this large, and its spare is a dict
+            full = np.zeros(len(caps))  # caps ends with the padding link's inf
+            full[-1] = np.inf
+            full[list(spare)] = list(spare.values())
             rates = max_min_rates(table[[row_of[f] for f in group]], full).tolist()
         for f, r in zip(group, rates, strict=True):
             old = rate[f]
@@ -264,7 +259,7 @@ def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarra
             heapq.heappush(projected, (now + rem[f] / r, f, version[f]))
 
 
-def _spare(group: list[int], links_of: list[tuple[int, ...]], on_link: list[set[int]],
+def _spare(group: set[int], links_of: list[tuple[int, ...]], on_link: list[set[int]],
            rate: list[float], caps: list[float], used: list[float]) -> dict[int, float]:
     """Capacity of the group's links that the flows outside it leave: exactly the capacity
     where the group is alone, so float drift in ``used`` never enters there."""

@@ -330,16 +330,20 @@ COPIES = 4
 
 
 def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPIES,
-                 chunks_per_hop: int = CHUNKS_PER_HOP, min_chunk: int = 1) -> None:
+                 chunks_per_hop: int = CHUNKS_PER_HOP, min_chunk: int = 1,
+                 max_transfers: int | None = None) -> None:
     """Reduce every server's shard (``segments(elements, N)`` by rank) up its trees into it and
     broadcast it back down (``traffic.trees.emit_tree``): each tree copy carries an equal part
     of the shard, pipelined in ``chunks_per_hop`` x height chunks of at least ``min_chunk``
-    elements."""
+    elements, fewer where the schedule would pass ``max_transfers`` (default
+    ``traffic.rings.MAX_TRANSFERS``; every copy keeps one chunk at least)."""
     from traffic.overlay import depth
+    from traffic.rings import MAX_TRANSFERS
     from traffic.schedule import segments
     from traffic.trees import emit_tree
 
     names = list(packing.trees)
+    plan = []
     for (offset, count), root in zip(segments(elements, len(names)), names):
         items = packing.trees[root]
         reps = [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
@@ -347,4 +351,10 @@ def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPI
         for tree, (off, cnt) in zip(reps, segments(count, len(reps))):
             if cnt:
                 chunks = max(1, min(chunks_per_hop * depth(tree, root), cnt // min_chunk))
-                emit_tree(builder, tree, root, offset + off, cnt, chunks)
+                plan.append((tree, root, offset + off, cnt, chunks))
+    per_chunk = 2 * (len(names) - 1)
+    budget = MAX_TRANSFERS if max_transfers is None else max_transfers
+    total = per_chunk * sum(chunks for *_, chunks in plan)
+    scale = min(1.0, budget / total) if total else 1.0
+    for tree, root, off, cnt, chunks in plan:
+        emit_tree(builder, tree, root, off, cnt, max(1, int(chunks * scale)))
