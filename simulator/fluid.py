@@ -32,6 +32,11 @@ import networkx as nx
 import numpy as np
 
 from simulator.maxmin import LEVEL_RTOL, max_min_rates, max_min_small
+
+try:  # the compiled event loop; the engines below are the reference and the fallback
+    from simulator import compiled
+except ImportError:  # numba missing
+    compiled = None
 from simulator.result import Result
 from traffic.schedule import DTYPES, Schedule, ScheduleError
 
@@ -42,6 +47,9 @@ SMALL_COMPONENT = 24
 #: The vectorised engine looks for the touched component only among more flows than this:
 #: re-solving a few hundred extra flows costs less than the search.
 SEARCH_COMPONENT = 512
+#: Which engine runs: "auto" (the compiled one where numba imports, else by the rule below),
+#: "compiled", "vectorised" or "incremental".
+ENGINE = "auto"
 #: The vectorised engine runs when more than this many transfers per server start at once.
 CONCURRENT_PER_SERVER = 4
 
@@ -400,6 +408,24 @@ def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray
         used[nl - 1] = 0.0
 
 
+def _compiled(run: _Run, cap: np.ndarray) -> None:
+    """Run the numba-compiled event loop (``simulator.compiled``) on ``run``'s arrays."""
+    count = len(run.bits)
+    lptr = np.zeros(count + 1, dtype=np.int64)
+    lptr[1:] = np.cumsum([len(links) for links in run.links_of])
+    lidx = np.fromiter((link for links in run.links_of for link in links), dtype=np.int64,
+                       count=int(lptr[-1]))
+    cptr = np.zeros(count + 1, dtype=np.int64)
+    cptr[1:] = np.cumsum([len(c) for c in run.children])
+    cidx = np.fromiter((c for kids in run.children for c in kids), dtype=np.int64,
+                       count=int(cptr[-1]))
+    start, finish = compiled.simulate_arrays(
+        np.array(run.bits), np.array(run.latency), lptr, lidx, cap[:-1].copy(), cptr, cidx,
+        np.array(run.pending, dtype=np.int64), run.startup_s)
+    run.start = start.tolist()
+    run.finish = finish.tolist()
+
+
 def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
              hop_latency_s: float = 0.0, goodput: float = 1.0) -> Result:
     """Simulate ``schedule`` on ``graph`` and return per-transfer start/finish times.
@@ -421,8 +447,11 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
         return Result(0.0, {}, {})
     row_of, rows, cap, table = _link_table(graph, schedule, goodput)
     run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
-    servers = {t.src for t in transfers} | {t.dst for t in transfers}
-    if len(run.ready) > CONCURRENT_PER_SERVER * len(servers):
+    if compiled is not None and ENGINE in ("auto", "compiled"):
+        _compiled(run, cap)
+    elif ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready) > CONCURRENT_PER_SERVER
+                                    * len({t.src for t in transfers}
+                                          | {t.dst for t in transfers})):
         _vectorised(run, row_of, cap, table)
     else:
         _incremental(run, row_of, cap.tolist(), cap, table)
