@@ -2,7 +2,7 @@
 
 ``simulate(graph, schedule, ...) -> Result``, ``lower_bound(graph, size_bytes)`` (no AllReduce
 is faster) and ``packing_bound(graph, size_bytes)`` (no tree-based AllReduce is faster). Pure:
-standard library, networkx and numpy only.
+standard library, networkx and numpy, plus numba for the compiled event loop when installed.
 """
 
 from simulator.bounds import lower_bound, packing_bound

@@ -15,12 +15,14 @@ filling freezes it, at the same level, before anything the event changed can mat
 others are re-solved on the capacity it leaves. In all-to-all traffic the flows that finish
 are the fastest, so (ii) leaves most flows alone even when (i) spans the whole network.
 
-Two exact engines share this: the incremental one walks per-link flow sets
-and re-projects only the touched flows' finish times, kept in a heap (cost per event follows
-the component: rings, trees, pipelines); the vectorised one keeps the active flows in numpy
-arrays (cost per event follows the active set, in few numpy passes: all-to-all traffic,
-many concurrent rings). ``simulate`` picks the vectorised engine when many transfers are
-ready at once.
+Engines, all exact and equal to float round-off: ``simulator.compiled``, the event loop
+compiled with numba on flat arrays, runs whenever numba imports (``ENGINE = "auto"``). The two
+pure-Python engines here are the reference it is tested against and the fallback without
+numba: the incremental one walks per-link flow sets and re-projects only the flows whose rate
+changed, kept in a heap (cost per event follows the component: rings, trees, pipelines); the
+vectorised one keeps the active flows in numpy arrays (cost per event follows the active set,
+in few numpy passes: all-to-all traffic, many concurrent rings), and the fallback picks it
+when many transfers are ready at once.
 """
 
 from __future__ import annotations
@@ -408,22 +410,52 @@ def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray
         used[nl - 1] = 0.0
 
 
-def _compiled(run: _Run, cap: np.ndarray) -> None:
-    """Run the numba-compiled event loop (``simulator.compiled``) on ``run``'s arrays."""
-    count = len(run.bits)
-    lptr = np.zeros(count + 1, dtype=np.int64)
-    lptr[1:] = np.cumsum([len(links) for links in run.links_of])
-    lidx = np.fromiter((link for links in run.links_of for link in links), dtype=np.int64,
-                       count=int(lptr[-1]))
+def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]],
+              cap: np.ndarray, startup_s: float, hop_latency_s: float
+              ) -> tuple[list[float], list[float]]:
+    """Start and finish times from the numba-compiled event loop (``simulator.compiled``),
+    its arrays built in numpy: the dependency lists of an all-to-all schedule run to
+    millions of entries."""
+    transfers = schedule.transfers
+    count = len(transfers)
+    ids = np.fromiter((t.id for t in transfers), dtype=np.int64, count=count)
+    width = np.fromiter((len(t.deps) for t in transfers), dtype=np.int64, count=count)
+    deps = np.fromiter((d for t in transfers for d in t.deps), dtype=np.int64,
+                       count=int(width.sum()))
+    child = np.repeat(np.arange(count), width)
+    if np.array_equal(ids, np.arange(count)):
+        bad = (deps < 0) | (deps >= count)
+        parent = deps
+    else:
+        position = {int(t): i for i, t in enumerate(ids)}
+        if len(position) != count:
+            raise ScheduleError("transfer ids are not unique")
+        parent = np.fromiter((position.get(int(d), -1) for d in deps), dtype=np.int64,
+                             count=len(deps))
+        bad = parent < 0
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ScheduleError(f"transfer {transfers[int(child[first])].id}: depends on unknown "
+                            f"transfer {int(deps[first])}")
+    if not np.all((np.diff(parent) > 0) | (np.diff(child) != 0)):
+        # Not each transfer's deps strictly increasing: a repeated dependency counts once.
+        pairs = np.unique(child * count + parent)
+        child, parent = pairs // count, pairs % count
+    pending = np.bincount(child, minlength=count).astype(np.int64)
+    order = np.argsort(parent, kind="stable")
+    cidx = child[order]
     cptr = np.zeros(count + 1, dtype=np.int64)
-    cptr[1:] = np.cumsum([len(c) for c in run.children])
-    cidx = np.fromiter((c for kids in run.children for c in kids), dtype=np.int64,
-                       count=int(cptr[-1]))
-    start, finish = compiled.simulate_arrays(
-        np.array(run.bits), np.array(run.latency), lptr, lidx, cap[:-1].copy(), cptr, cidx,
-        np.array(run.pending, dtype=np.int64), run.startup_s)
-    run.start = start.tolist()
-    run.finish = finish.tolist()
+    cptr[1:] = np.cumsum(np.bincount(parent, minlength=count))
+    lens = np.array([len(links) for links in rows], dtype=np.int64)[row_of]
+    lptr = np.zeros(count + 1, dtype=np.int64)
+    lptr[1:] = np.cumsum(lens)
+    lidx = np.fromiter((link for r in row_of for link in rows[r]), dtype=np.int64,
+                       count=int(lptr[-1]))
+    per = 8 * DTYPES[schedule.dtype]
+    bits = np.fromiter((t.count for t in transfers), dtype=np.float64, count=count) * per
+    start, finish = compiled.simulate_arrays(bits, lens * hop_latency_s, lptr, lidx,
+                                             cap[:-1].copy(), cptr, cidx, pending, startup_s)
+    return start.tolist(), finish.tolist()
 
 
 def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
@@ -446,16 +478,17 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     if not transfers:
         return Result(0.0, {}, {})
     row_of, rows, cap, table = _link_table(graph, schedule, goodput)
-    run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
     if compiled is not None and ENGINE in ("auto", "compiled"):
-        _compiled(run, cap)
-    elif ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready) > CONCURRENT_PER_SERVER
-                                    * len({t.src for t in transfers}
-                                          | {t.dst for t in transfers})):
-        _vectorised(run, row_of, cap, table)
+        start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s)
     else:
-        _incremental(run, row_of, cap.tolist(), cap, table)
-    finish = run.finish
+        run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
+        servers = {t.src for t in transfers} | {t.dst for t in transfers}
+        if ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready)
+                                      > CONCURRENT_PER_SERVER * len(servers)):
+            _vectorised(run, row_of, cap, table)
+        else:
+            _incremental(run, row_of, cap.tolist(), cap, table)
+        start, finish = run.start, run.finish
     if any(math.isnan(x) for x in finish):
         stuck = transfers[next(i for i, x in enumerate(finish) if math.isnan(x))]
         raise ScheduleError(f"transfer {stuck.id}: never starts; its dependencies form a "
@@ -463,6 +496,6 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     ids = [t.id for t in transfers]
     return Result(
         makespan_s=max(finish),
-        start_s=dict(zip(ids, run.start, strict=True)),
+        start_s=dict(zip(ids, start, strict=True)),
         finish_s=dict(zip(ids, finish, strict=True)),
     )

@@ -232,18 +232,42 @@ def test_max_min_kernels_agree():
             max_min_rates(table, np.array(cap + [np.inf])).tolist(), rel=1e-9)
 
 
+ENGINES = ["incremental", "vectorised", "compiled"]
+
+
 @pytest.mark.parametrize("algo", ALGORITHMS)
-def test_both_engines_agree(algo, monkeypatch):
+def test_all_engines_agree(algo, monkeypatch):
     g = tp.make_graph("dcell", n=3, k=1, bw_mbps=BW)
     schedule = build(algo, g, 40_004)
     options = {"startup_s": 1e-4, "hop_latency_s": 1e-5}
-    monkeypatch.setattr(fluid, "CONCURRENT_PER_SERVER", 10**9)
-    incremental = simulate(g, schedule, **options)
-    monkeypatch.setattr(fluid, "CONCURRENT_PER_SERVER", -1)
-    vectorised = simulate(g, schedule, **options)
-    for tid, when in incremental.finish_s.items():
-        assert vectorised.finish_s[tid] == pytest.approx(when, rel=1e-9)
-    assert vectorised.start_s.keys() == incremental.start_s.keys()
+    results = {}
+    for engine in ENGINES:
+        monkeypatch.setattr(fluid, "ENGINE", engine)
+        results[engine] = simulate(g, schedule, **options)
+    reference = results["incremental"]
+    for engine in ENGINES[1:]:
+        assert results[engine].start_s.keys() == reference.start_s.keys()
+        for tid, when in reference.finish_s.items():
+            assert results[engine].finish_s[tid] == pytest.approx(when, rel=1e-9), engine
+            assert results[engine].start_s[tid] == pytest.approx(reference.start_s[tid],
+                                                                 rel=1e-9, abs=1e-15)
+
+
+def test_the_compiled_engine_runs_by_default():
+    assert fluid.compiled is not None and fluid.ENGINE == "auto"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_engine_rejects_bad_dependencies(engine, monkeypatch):
+    monkeypatch.setattr(fluid, "ENGINE", engine)
+    g = star(2)
+    hop = ("h0", "w", "h1")
+    with pytest.raises(ScheduleError, match="transfer 1: depends on unknown transfer 7"):
+        simulate(g, plan(Transfer(0, "h0", "h1", 0, 1, "reduce", hop),
+                         Transfer(1, "h0", "h1", 0, 1, "reduce", hop, (7,)), elements=1))
+    with pytest.raises(ScheduleError, match="cycle"):
+        simulate(g, plan(Transfer(0, "h0", "h1", 0, 1, "reduce", hop, (1,)),
+                         Transfer(1, "h0", "h1", 0, 1, "reduce", hop, (0,)), elements=1))
 
 
 #: Makespans (s) of many-flow schedules at 8 MB on 100 Mbit/s links, as the simulator gave them
@@ -262,11 +286,10 @@ MANY_FLOWS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("family,params,algo,makespan,rel", MANY_FLOWS,
                          ids=[f"{f}-{a}" for f, _, a, _, _ in MANY_FLOWS])
-@pytest.mark.parametrize("engine", ["incremental", "vectorised"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_many_flow_answers_unchanged(family, params, algo, makespan, rel, engine,
                                      monkeypatch):
     g = tp.make_graph(family, bw_mbps=BW, **params)
     schedule = build(algo, g, 8_000_000)
-    monkeypatch.setattr(fluid, "CONCURRENT_PER_SERVER",
-                        10**9 if engine == "incremental" else -1)
+    monkeypatch.setattr(fluid, "ENGINE", engine)
     assert simulate(g, schedule).makespan_s == pytest.approx(makespan, rel=rel)
