@@ -49,6 +49,10 @@ def main() -> None:
         if algo not in ALGORITHMS:
             parser.error(f"unknown algo {algo!r}")
     size = int(args.size_mb * 1e6) // 4 * 4
+    t0 = time.perf_counter()
+    small = tp.make_graph("bcube", n=2, k=1)
+    simulate(small, build("ring", small, 4000))  # loads (or compiles) the event loop
+    print(f"simulator ready (compiled event loop loaded) in {time.perf_counter() - t0:.2f} s")
     print(f"{'topology':<24} {'servers':>7} {'algo':<12} {'transfers':>9} {'build_s':>8} "
           f"{'sim_s':>8} {'transfers/s':>11} {'makespan/lb':>11} {'makespan/opt':>12}")
     for family, params in CASES:

@@ -2,11 +2,13 @@
 engines of ``simulator.fluid`` (which stay as the reference and as the fallback where numba
 is missing), on flat arrays.
 
-Per event: the flows that stop and start are found by a scan of the active set; the flows
-re-solved are the new ones and every active flow at least as fast as the smallest rate of a
-stopped flow and the smallest equal share of a new flow's links (the rule argued in
+Per event: the flows that stop come off a heap of projected finish times (a version number
+retires stale entries); the flows re-solved are those connected to the touched links, through
+per-link lists of the active flows, by flows that are new or at least as fast as the smallest
+rate of a stopped flow and the smallest equal share of a new flow's links (the rule argued in
 ``simulator.fluid``), on the capacity the others leave; max-min rates by progressive filling
-with several bottlenecks per round (``simulator.maxmin.max_min_rates``).
+with several bottlenecks per round (``simulator.maxmin.max_min_rates``); only flows whose rate
+changed get a new projection.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from numba import njit
 from simulator.maxmin import LEVEL_RTOL
 
 BATCH_RTOL = 1e-12
+#: Flows the search for the touched component visits before it takes every flow at or above
+#: the event's level instead.
+SEARCH_LIMIT = 1024
 
 
 @njit(cache=True)
@@ -38,6 +43,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     """Simulate; returns (start, finish) per transfer (NaN where a transfer never ran)."""
     n = bits.shape[0]
     nl = cap.shape[0]
+    nnz = lidx.shape[0]
     start = np.full(n, np.nan)
     finish = np.full(n, np.nan)
     pending = pending0.copy()
@@ -50,12 +56,22 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     heapq.heapify(ready)
     arrivals = [(0.0, np.int64(0))]
     arrivals.pop()
-    act = np.empty(n, dtype=np.int64)
-    pos = np.full(n, -1, dtype=np.int64)
+    projected = [(0.0, np.int64(0), np.int64(0))]
+    projected.pop()
+    # Per-link doubly linked lists of the active flows' link entries (entry j of lidx).
+    owner = np.empty(nnz, dtype=np.int64)
+    for f in range(n):
+        for j in range(lptr[f], lptr[f + 1]):
+            owner[j] = f
+    head = np.full(nl, -1, dtype=np.int64)
+    nxt = np.full(nnz, -1, dtype=np.int64)
+    prv = np.full(nnz, -1, dtype=np.int64)
     rem = np.zeros(n)
+    since = np.zeros(n)
     rate = np.zeros(n)
+    version = np.zeros(n, dtype=np.int64)
     fresh = np.zeros(n, dtype=np.bool_)
-    nact = 0
+    chosen = np.zeros(n, dtype=np.bool_)
     count = np.zeros(nl, dtype=np.int64)
     used = np.zeros(nl)
     spare = np.zeros(nl)
@@ -64,64 +80,63 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     mine = np.zeros(nl, dtype=np.int64)
     seen = np.zeros(nl, dtype=np.bool_)
     touched = np.empty(nl, dtype=np.int64)
+    stack = np.empty(nl, dtype=np.int64)
     flows = np.empty(n, dtype=np.int64)
     fmin = np.zeros(n)
     old = np.zeros(n)
-    done = np.empty(n, dtype=np.int64)
     newf = np.empty(n, dtype=np.int64)
+    act = np.empty(n, dtype=np.int64)
+    pos = np.full(n, -1, dtype=np.int64)
+    nact = 0
     now = 0.0
     while True:
+        while len(projected) > 0 and projected[0][2] != version[projected[0][1]]:
+            heapq.heappop(projected)
         t_next = np.inf
         if len(ready) > 0:
             t_next = ready[0][0]
         if len(arrivals) > 0 and arrivals[0][0] < t_next:
             t_next = arrivals[0][0]
-        k = -1
-        t_fin = np.inf
-        if nact > 0:
-            best = np.inf
-            for a in range(nact):
-                f = act[a]
-                ttf = rem[f] / rate[f]
-                if ttf < best:
-                    best = ttf
-                    k = f
-            t_fin = now + best
-            if t_fin < t_next:
-                t_next = t_fin
+        if len(projected) > 0 and projected[0][0] < t_next:
+            t_next = projected[0][0]
         if t_next == np.inf:
             break
+        if t_next < now:
+            t_next = now
         horizon = t_next * (1.0 + BATCH_RTOL)
         level = np.inf
-        ndone = 0
-        if nact > 0:
-            dt = t_next - now
-            for a in range(nact):
-                f = act[a]
-                if rem[f] / rate[f] <= horizon - now or (f == k and t_next == t_fin):
-                    done[ndone] = f
-                    ndone += 1
-                rem[f] -= rate[f] * dt
-            for d in range(ndone):
-                f = done[d]
-                if rate[f] < level:
-                    level = rate[f]
-                for j in range(lptr[f], lptr[f + 1]):
-                    count[lidx[j]] -= 1
-                    used[lidx[j]] -= rate[f]
-                a = pos[f]
-                last = act[nact - 1]
-                act[a] = last
-                pos[last] = a
-                pos[f] = -1
-                nact -= 1
-            # Sent in index order of the active set, as the numpy engine does.
-            for d in range(ndone):
-                f = done[d]
-                if lat[f] == 0.0:
-                    _arrive(f, t_next, finish, cptr, cidx, pending, ready_at, ready, startup)
+        nseed = 0
+        while len(projected) > 0 and projected[0][0] <= horizon:
+            _, f, ver = heapq.heappop(projected)
+            if ver != version[f]:
+                continue
+            version[f] += 1
+            if rate[f] < level:
+                level = rate[f]
+            for j in range(lptr[f], lptr[f + 1]):
+                link = lidx[j]
+                if prv[j] >= 0:
+                    nxt[prv[j]] = nxt[j]
                 else:
-                    heapq.heappush(arrivals, (t_next + lat[f], f))
+                    head[link] = nxt[j]
+                if nxt[j] >= 0:
+                    prv[nxt[j]] = prv[j]
+                count[link] -= 1
+                used[link] -= rate[f]
+                if not seen[link]:
+                    seen[link] = True
+                    stack[nseed] = link
+                    nseed += 1
+            rate[f] = 0.0
+            last = act[nact - 1]
+            act[pos[f]] = last
+            pos[last] = pos[f]
+            pos[f] = -1
+            nact -= 1
+            if lat[f] == 0.0:
+                _arrive(f, t_next, finish, cptr, cidx, pending, ready_at, ready, startup)
+            else:
+                heapq.heappush(arrivals, (t_next + lat[f], f))
         now = t_next
         nnew = 0
         while ((len(arrivals) > 0 and arrivals[0][0] <= horizon)
@@ -141,56 +156,112 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                     heapq.heappush(arrivals, (when + lat[i], i))
         for b in range(nnew):
             f = newf[b]
+            rem[f] = bits[f]
+            since[f] = now
+            rate[f] = 0.0
+            fresh[f] = True
             act[nact] = f
             pos[f] = nact
             nact += 1
-            rem[f] = bits[f]
-            rate[f] = 0.0
-            fresh[f] = True
             for j in range(lptr[f], lptr[f + 1]):
-                count[lidx[j]] += 1
+                link = lidx[j]
+                nxt[j] = head[link]
+                prv[j] = -1
+                if head[link] >= 0:
+                    prv[head[link]] = j
+                head[link] = j
+                count[link] += 1
+                if not seen[link]:
+                    seen[link] = True
+                    stack[nseed] = link
+                    nseed += 1
         for b in range(nnew):
             f = newf[b]
             for j in range(lptr[f], lptr[f + 1]):
                 s = cap[lidx[j]] / count[lidx[j]]
                 if s < level:
                     level = s
-        if (ndone == 0 and nnew == 0) or nact == 0:
+        if nseed == 0:
             continue
+        # The flows to re-solve: connected to the touched links through flows that are new
+        # or at least as fast as ``level``; past SEARCH_LIMIT flows the search stops and every
+        # such flow is taken (all-to-all traffic connects nearly everything).
         floor = level * (1.0 - LEVEL_RTOL)
         nres = 0
         ntouched = 0
-        for a in range(nact):
-            f = act[a]
-            if fresh[f] or rate[f] >= floor:
-                flows[nres] = f
-                nres += 1
-                old[f] = rate[f]
-                for j in range(lptr[f], lptr[f + 1]):
-                    link = lidx[j]
-                    if not seen[link]:
-                        seen[link] = True
-                        touched[ntouched] = link
-                        ntouched += 1
-                        spare[link] = 0.0
-                        mine[link] = 0
-                    spare[link] += rate[f]
-                    mine[link] += 1
+        top = nseed
+        while top > 0 and nres <= SEARCH_LIMIT:
+            top -= 1
+            link = stack[top]
+            touched[ntouched] = link
+            ntouched += 1
+            j = head[link]
+            while j >= 0:
+                f = owner[j]
+                if not chosen[f] and (fresh[f] or rate[f] >= floor):
+                    chosen[f] = True
+                    flows[nres] = f
+                    nres += 1
+                    for e in range(lptr[f], lptr[f + 1]):
+                        other = lidx[e]
+                        if not seen[other]:
+                            seen[other] = True
+                            stack[top] = other
+                            top += 1
+                j = nxt[j]
+        if nres > SEARCH_LIMIT:
+            while top > 0:  # links pushed but not visited: still marked
+                top -= 1
+                touched[ntouched] = stack[top]
+                ntouched += 1
+            for a in range(nres):
+                chosen[flows[a]] = False
+            nres = 0
+            for a in range(nact):
+                f = act[a]
+                if fresh[f] or rate[f] >= floor:
+                    chosen[f] = True
+                    flows[nres] = f
+                    nres += 1
+                    for e in range(lptr[f], lptr[f + 1]):
+                        other = lidx[e]
+                        if not seen[other]:
+                            seen[other] = True
+                            touched[ntouched] = other
+                            ntouched += 1
         for t in range(ntouched):
             link = touched[t]
             seen[link] = False
+            spare[link] = 0.0
+            mine[link] = 0
+        if nres == 0:
+            continue
+        for a in range(nres):
+            f = flows[a]
+            old[f] = rate[f]
+            for j in range(lptr[f], lptr[f + 1]):
+                spare[lidx[j]] += rate[f]
+                mine[lidx[j]] += 1
+        for t in range(ntouched):
+            link = touched[t]
             if mine[link] == count[link]:
-                spare[link] = cap[link]
+                spare[link] = cap[link]  # the group is alone there: no drift from ``used``
             else:
                 spare[link] = max(0.0, cap[link] - used[link] + spare[link])
         _solve(flows, nres, lptr, lidx, spare, cnt, rate, share, touched, ntouched, fmin)
         for a in range(nres):
             f = flows[a]
-            fresh[f] = False
+            chosen[f] = False
             delta = rate[f] - old[f]
-            if delta != 0.0:
-                for j in range(lptr[f], lptr[f + 1]):
-                    used[lidx[j]] += delta
+            if delta == 0.0 and not fresh[f]:
+                continue
+            fresh[f] = False
+            rem[f] = max(0.0, rem[f] - old[f] * (now - since[f]))
+            since[f] = now
+            for j in range(lptr[f], lptr[f + 1]):
+                used[lidx[j]] += delta
+            version[f] += 1
+            heapq.heappush(projected, (now + rem[f] / rate[f], f, version[f]))
     return start, finish
 
 

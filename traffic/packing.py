@@ -323,6 +323,8 @@ def split(count: int, weights: list[float]) -> list[int]:
 CHUNKS_PER_HOP = 4
 #: Smallest message a tree copy is cut into, in bytes.
 MIN_CHUNK_BYTES = 4096
+#: Most transfers a tree packing's schedule may have (chunks are cut back to fit).
+MAX_TRANSFERS = 120_000
 #: Copies of the trees per root: trees of a root get whole copies in proportion to their
 #: rates, and every copy carries the same data, so max-min sharing of a link between copies
 #: gives each tree about its rate.
@@ -335,10 +337,9 @@ def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPI
     """Reduce every server's shard (``segments(elements, N)`` by rank) up its trees into it and
     broadcast it back down (``traffic.trees.emit_tree``): each tree copy carries an equal part
     of the shard, pipelined in ``chunks_per_hop`` x height chunks of at least ``min_chunk``
-    elements, fewer where the schedule would pass ``max_transfers`` (default
-    ``traffic.rings.MAX_TRANSFERS``; every copy keeps one chunk at least)."""
+    elements, fewer where the schedule would pass ``max_transfers`` (default MAX_TRANSFERS;
+    every copy keeps one chunk at least)."""
     from traffic.overlay import depth
-    from traffic.rings import MAX_TRANSFERS
     from traffic.schedule import segments
     from traffic.trees import emit_tree
 
