@@ -34,13 +34,13 @@ import networkx as nx
 import numpy as np
 
 from simulator.maxmin import LEVEL_RTOL, max_min_rates, max_min_small
+from simulator.result import Result
+from traffic.schedule import DTYPES, Schedule, ScheduleError
 
 try:  # the compiled event loop; the engines below are the reference and the fallback
     from simulator import compiled
 except ImportError:  # numba missing
     compiled = None
-from simulator.result import Result
-from traffic.schedule import DTYPES, Schedule, ScheduleError
 
 #: Events closer than this (relative) are simulated as simultaneous.
 BATCH_RTOL = 1e-12
