@@ -14,11 +14,16 @@ demo: setup
 	$(PY) -m emulation.run --topo bcube
 
 # ARTB_REQUIRE_EMULATION=1: emulation tests fail (not skip) when root, Mininet or OVS is missing.
+# Both test targets lint first and run the docstring examples of the pure packages too.
+DOCTESTS := --doctest-modules tests topology traffic simulator agent
+
 test: setup
-	export ARTB_REQUIRE_EMULATION=1; $(PY) -m pytest
+	$(VENV)/bin/ruff check .
+	export ARTB_REQUIRE_EMULATION=1; $(PY) -m pytest $(DOCTESTS)
 
 test-fast:
-	$(PY) -m pytest -m "not emulation and not slow"
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -m "not emulation and not slow" $(DOCTESTS)
 
 lint:
 	$(VENV)/bin/ruff check .
