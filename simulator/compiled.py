@@ -18,9 +18,8 @@ import heapq
 import numpy as np
 from numba import njit
 
-from simulator.maxmin import LEVEL_RTOL
+from simulator.maxmin import BATCH_RTOL, LEVEL_RTOL
 
-BATCH_RTOL = 1e-12
 #: Flows the search for the touched component visits before it takes every flow at or above
 #: the event's level instead.
 SEARCH_LIMIT = 1024

@@ -33,7 +33,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from simulator.maxmin import LEVEL_RTOL, max_min_rates, max_min_small
+from simulator.maxmin import BATCH_RTOL, LEVEL_RTOL, max_min_rates, max_min_small
 from simulator.result import Result
 from traffic.schedule import DTYPES, Schedule, ScheduleError
 
@@ -42,8 +42,6 @@ try:  # the compiled event loop; the engines below are the reference and the fal
 except ImportError:  # numba missing
     compiled = None
 
-#: Events closer than this (relative) are simulated as simultaneous.
-BATCH_RTOL = 1e-12
 #: Components up to this many flows use the plain-Python max-min kernel.
 SMALL_COMPONENT = 24
 #: The vectorised engine looks for the touched component only among more flows than this:

@@ -7,6 +7,8 @@ import numpy as np
 
 #: Links whose fair share is within this (relative) of the bottleneck saturate together.
 LEVEL_RTOL = 1e-9
+#: Events closer than this (relative) are simulated as simultaneous (every engine).
+BATCH_RTOL = 1e-12
 
 
 def max_min_rates(links: np.ndarray, cap: np.ndarray) -> np.ndarray:

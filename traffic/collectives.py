@@ -286,7 +286,7 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
         _emit_rings(builder, rings, elements)
         return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
                          rings=len(rings))
-    packed = pack_trees(graph)
+    packed = pack_trees(graph, optimum=rate)
     emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
     return _schedule(graph, size_bytes, dtype, builder, "packing", style="trees",
                      trees=sum(len(items) for items in packed.trees.values()),

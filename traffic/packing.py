@@ -29,7 +29,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from traffic.cuts import link_capacities, packing_rate
-from traffic.overlay import Tree, relays, servers_by_rank
+from traffic.overlay import Tree, depth, relays, servers_by_rank
+from traffic.schedule import segments
+from traffic.trees import emit_tree
 
 #: Column generation stops when the LP's rate is this close (relative) to the max-flow optimum.
 RATE_RTOL = 1e-6
@@ -209,8 +211,8 @@ def _as_tree(net: _Network, links: dict[str, tuple[str, list[int]]]) -> Tree:
     return tree
 
 
-def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 500
-               ) -> Packing:
+def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 500,
+               optimum: float | None = None) -> Packing:
     """The optimal packing of broadcast trees (one or more per server) on ``graph``.
 
     Column generation from one cheapest tree per root; each round adds, for every root whose
@@ -218,8 +220,10 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     are searched shallow first (SLACKS): a shallow tree pipelines in fewer steps. Stops at
     the max-flow optimum (``traffic.cuts.packing_rate``, within RATE_RTOL), when no root
     improves, or after ``max_iterations`` rounds; ``Packing.rate`` says what was reached.
+    ``optimum``: x* when the caller has it already (bit/s per server, at this goodput).
     """
-    optimum, _ = packing_rate(graph, goodput=goodput)
+    if optimum is None:
+        optimum, _ = packing_rate(graph, goodput=goodput)
     net = _Network(graph, goodput)
     n, m = len(net.servers), len(net.links)
     scale = float(net.cap.max())
@@ -339,10 +343,6 @@ def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPI
     of the shard, pipelined in ``chunks_per_hop`` x height chunks of at least ``min_chunk``
     elements, fewer where the schedule would pass ``max_transfers`` (default MAX_TRANSFERS;
     every copy keeps one chunk at least)."""
-    from traffic.overlay import depth
-    from traffic.schedule import segments
-    from traffic.trees import emit_tree
-
     names = list(packing.trees)
     plan = []
     for (offset, count), root in zip(segments(elements, len(names)), names):
