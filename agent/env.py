@@ -1,14 +1,18 @@
 """The two Gymnasium environments of the hierarchical scheduler, over the real simulator.
 
-Upper level, flow-tree selection (``TreeSelectionEnv``): one step per chunk (chunk c is owned
-by server c mod N); the action picks which of K_MAX candidate trees carries it. Observation:
-one feature row per candidate (``agent.candidates.features``: link loads after adding it,
-split into the reduce and the broadcast direction, depth, fan-out, progress), so the same
-shared scorer works on every topology. After the last chunk the chosen trees become a
-``Plan``, the ``scheduler`` orders its transfers and the simulator runs the Schedule. The
-reward, at the last step only, is ``-makespan / lower_bound`` (-1 is optimal). (Shaping
-with the slotted estimate of ``agent.candidates`` as a potential was tried and misled the
-policy: the estimate is exact for lock-step plans but far too pessimistic for mixed ones.)
+Upper level, flow-tree building (``TreeBuildingEnv``): the policy first chooses how many
+chunks each server's buffer is cut into (one of ``EnvConfig.chunk_options``; chunk c is
+owned by server c mod N), then grows one spanning tree per chunk, hop by hop: every step
+attaches one server outside the chunk's tree to a server inside it, over one of the
+interned server-to-server paths (``agent.trees.Overlay``). Observation: one feature row per
+offered attachment (``TREE_ROWS`` at most, see ``TreeBuildingEnv._attachments``), in units
+that mean the same on any topology (link loads in lower bounds, depths and fan-outs as
+fractions of the server count, link rates as fractions of the fastest), so one shared
+scorer works on every graph. After the last tree the chunks' trees become a ``Plan``, the
+``scheduler`` orders its transfers and the simulator runs the Schedule under the
+configured cost model (fixed cost per transfer, latency per link, goodput). The reward, at
+the last step only, is ``-makespan / reference_s`` (the caller's reference, by default the
+lower bound).
 
 Lower level, workload scheduling (``WorkloadEnv``): given a Plan, build rounds step by step.
 The candidates are the ready transfers (every data dependency placed in an earlier round)
@@ -36,6 +40,7 @@ a ``WorkloadEnv`` there), and ``WorkloadEnv`` takes its plan from ``reset(option
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,12 +48,20 @@ import gymnasium as gym
 import networkx as nx
 import numpy as np
 
-from agent.candidates import F_UP, K_MAX, Loads, candidate_trees, features
 from agent.plan import Plan
 from agent.trees import Tree, overlay_for
-from simulator import lower_bound, simulate
-from traffic.schedule import Schedule
+from simulator import CostModel, lower_bound, simulate
+from traffic.schedule import DTYPES, Schedule
 
+#: Chunks per server the upper level chooses between (its first decision).
+CHUNK_OPTIONS = (1, 2, 4)
+#: Attachment rows offered per tree-building step.
+TREE_ROWS = 16
+#: Features per upper-level row (see ``TreeBuildingEnv``).
+F_UP = 18
+#: Upper-row column holding the hand rule's rank (rank / TREE_ROWS; 0 on the chunk rows):
+#: the policy's prior logit is -strength x TREE_ROWS x this column (``agent.networks``).
+RANK_COL = 16
 #: Features per lower-level row (see ``WorkloadEnv._observe``).
 F_LO = 12
 #: Observations are clipped to [0, OBS_HIGH].
@@ -62,24 +75,38 @@ class EnvConfig:
     #: Buffer every server contributes.
     size_bytes: int = 8 * 2**20
     dtype: str = "float32"
-    #: Chunks per server (each server owns this many chunks, one tree each).
-    chunks_per_server: int = 2
+    #: Chunks per server the upper level may choose (each chunk gets its own tree).
+    chunk_options: tuple[int, ...] = CHUNK_OPTIONS
     #: Lower-level candidate rows (ready transfers shown per step).
     slots: int = 16
-    #: Passed to the simulator (defaults: pure bandwidth model).
+    #: The simulator's cost model (``simulator.CostModel``; defaults: bandwidth only).
     startup_s: float = 0.0
     hop_latency_s: float = 0.0
-    #: Seed of the cycle search behind the chain candidates.
-    overlay_seed: int = 0
+    goodput: float = 1.0
+    #: The attachment rows' rank key: peak link load after the hop plus this many chunk
+    #: link-times per link of the hop (the greedy least-load rule the prior starts from).
+    link_weight: float = 0.25
 
     def __post_init__(self) -> None:
-        for name in ("size_bytes", "chunks_per_server", "slots"):
+        for name in ("size_bytes", "slots"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        for name in ("startup_s", "hop_latency_s"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        options = tuple(self.chunk_options)
+        if not options or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
+                              for c in options) or len(options) > TREE_ROWS:
+            raise ValueError(f"chunk_options must be 1..{TREE_ROWS} integers >= 1, "
+                             f"got {self.chunk_options!r}")
+        object.__setattr__(self, "chunk_options", options)
+        if not self.link_weight >= 0:
+            raise ValueError(f"link_weight must be >= 0, got {self.link_weight!r}")
+        self.cost()
+
+    def cost(self) -> CostModel:
+        """The simulator's cost model (validates it)."""
+        return CostModel(self.startup_s, self.hop_latency_s, self.goodput)
 
 
 Scheduler = Callable[[Plan], tuple[Schedule, float]]
@@ -93,66 +120,197 @@ def simulate_plan(plan: Plan, rounds: list[list[int]] | None, cfg: EnvConfig,
                   algo: str = "drl") -> tuple[Schedule, float]:
     """Schedule and simulated makespan (seconds) of ``plan`` ordered by ``rounds``."""
     schedule = plan.schedule(rounds, algo=algo)
-    result = simulate(plan.overlay.graph, schedule, startup_s=cfg.startup_s,
-                      hop_latency_s=cfg.hop_latency_s)
+    result = simulate(plan.overlay.graph, schedule, **cfg.cost().kwargs())
     # A plain float: it ends up in checkpoints, which load with weights_only.
     return schedule, float(result.makespan_s)
 
 
-class TreeSelectionEnv(gym.Env):
-    """Upper level: choose a candidate tree for every chunk (see the module docstring)."""
+class TreeBuildingEnv(gym.Env):
+    """Upper level: choose the chunk count, then grow every chunk's tree hop by hop (see
+    the module docstring).
+
+    Attachment rows (columns): 0 chunk-row flag (0); 1 whether the parent is the root;
+    2-3 unused (0); 4 peak load on the
+    hop's links after adding it and 5 the rise of the network's peak load (in chunk
+    link-times of the slowest link); 6 mean load now on the hop's links; 7 links of the
+    hop / 4; 8 whether a server relays it; 9 depth of the new server / (N-1); 10 children
+    the parent already has / 4; 11 whether the parent is the server attached last (the
+    tree's tip, so chains can grow); 12 1 / (1 + this tree's hops already at the parent on
+    the link the hop enters it by); 13 slowest link rate on the hop / fastest in the graph;
+    14 share of this tree built; 15 share of the chunks built; 16 rank of the row under the
+    greedy key (``EnvConfig.link_weight``) / TREE_ROWS; 17 log(1 + fixed cost of a
+    transfer / its chunk's link time). Loads are in lower bounds unless noted.
+
+    Chunk rows (the first step, one per feasible option): 0 flag (1); 1 chunks per server
+    / 4; 2 log(1 + fixed cost of a transfer / a chunk's link time); 3 log2(N) / 6;
+    17 = 2."""
 
     metadata = {"render_modes": []}
 
     def __init__(self, graph: nx.Graph, config: EnvConfig = EnvConfig(),
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None, reference_s: float | None = None) -> None:
         self.cfg = config
-        self.ov = overlay_for(graph, config.overlay_seed, config.chunks_per_server)
-        self.chunks = config.chunks_per_server * self.ov.n
-        self.chunk_bytes = config.size_bytes / self.chunks
-        self.lb_s = lower_bound(graph, config.size_bytes)
+        self.ov = ov = overlay_for(graph)
+        self.n = ov.n
+        self.lb_s = lower_bound(graph, config.size_bytes, goodput=config.goodput)
+        self.reference_s = reference_s or self.lb_s
         self.scheduler = scheduler or (lambda plan: fifo_schedule(plan, self.cfg))
-        self.observation_space = _box(K_MAX, F_UP)
-        self.action_space = gym.spaces.Discrete(K_MAX)
+        elements = config.size_bytes // DTYPES[config.dtype]
+        self.options = [c for c in config.chunk_options if c * ov.n <= elements]
+        if not self.options:
+            raise ValueError(f"size_bytes {config.size_bytes} cannot be cut into "
+                             f"{min(config.chunk_options) * ov.n} chunks of {config.dtype}")
+        #: Bytes per second each directed link moves (the dummy last: infinite).
+        self.rate_Bps = ov.cap_Bps * config.goodput
+        real = ov.cap_Bps[:-1]
+        self.hop_rate = ov.cap_Bps[ov.hop_fwd].min(axis=1) / real.max()
+        self.mean_hop_links = float(ov.hop_len.mean())
+        self.observation_space = _box(TREE_ROWS, F_UP)
+        self.action_space = gym.spaces.Discrete(TREE_ROWS)
 
-    def _observe(self) -> tuple[np.ndarray, dict]:
-        root = self.step_index % self.ov.n
-        self.cands = candidate_trees(self.ov, root, self.loads, self.chunk_bytes,
-                                     self.step_index // self.ov.n)
-        obs, self.mask = features(self.ov, self.cands, self.loads, self.chunk_bytes,
-                                  self.lb_s, self.step_index / self.chunks)
-        return np.clip(obs, 0.0, OBS_HIGH), {"action_mask": self.mask.copy()}
+    def _cost_ratio(self, chunks: int) -> float:
+        """log(1 + a transfer's fixed cost / its chunk's time on the slowest link)."""
+        chunk_s = self.cfg.size_bytes / chunks / float(self.rate_Bps[:-1].min())
+        fixed = self.cfg.startup_s + self.cfg.hop_latency_s * self.mean_hop_links
+        return math.log1p(fixed / chunk_s)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start with no chunk routed."""
+        """Start before the chunk-count decision, with nothing routed."""
         super().reset(seed=seed)
-        self.loads = Loads(self.ov)
-        self.step_index = 0
-        self.chosen: list[Tree] = []
+        self.chunks = 0
+        self.load = np.zeros(len(self.ov.cap_Bps))
+        self.trees: list[Tree] = []
         return self._observe()
 
+    # -- tree state -------------------------------------------------------------------
+
+    def _start_tree(self) -> None:
+        n = self.n
+        self.root = len(self.trees) % n
+        self.inside = np.zeros(n, bool)
+        self.inside[self.root] = True
+        self.depth = np.zeros(n, int)
+        self.kids = np.zeros(n, int)
+        self.parent = [self.root] * n
+        self.hop_of = [-1] * n
+        self.tip = self.root
+        self.attached = 1
+        #: Per server of this tree, how many of its tree hops use each neighbour.
+        self.nic_use: list[dict[int, int]] = [{} for _ in range(n)]
+
+    def _attachments(self) -> tuple[np.ndarray, np.ndarray]:
+        """(hop ids, their rank keys) offered this step, best key first. The key of a hop is
+        the peak load on its links after adding it plus ``link_weight`` chunk link-times per
+        link. Three kinds of rows, per outside server its best hop by the key: into any
+        tree server, into the tip (the server attached last: chains), into the root
+        (stars); each kind keeps its ``TREE_ROWS // 4`` best, the rest of the rows go to
+        the best remaining by key."""
+        ov = self.ov
+        cand = np.flatnonzero(~self.inside[ov.hop_src] & self.inside[ov.hop_dst])
+        links = ov.hop_links[cand]
+        after = (self.load[links] + self.inc[links]).max(axis=1)
+        key = after + self.cfg.link_weight * self.unit * ov.hop_len[cand]
+        order = np.argsort(key, kind="stable")
+        dst = ov.hop_dst[cand[order]]
+        kinds = []
+        for keep in (slice(None), dst == self.tip, dst == self.root):
+            sub = order[keep]
+            _, first = np.unique(ov.hop_src[cand[sub]], return_index=True)
+            kinds.append(sorted(sub[first].tolist(), key=lambda j: (key[j], j)))
+        rows: list[int] = []
+        for kind in kinds:
+            rows += [j for j in kind[: TREE_ROWS // 4] if j not in rows]
+        rest = sorted({j for kind in kinds for j in kind} - set(rows), key=lambda j: (key[j], j))
+        rows = sorted(rows + rest[: TREE_ROWS - len(rows)], key=lambda j: (key[j], j))
+        return cand[rows], key[rows]
+
+    def _observe(self) -> tuple[np.ndarray, dict]:
+        obs = np.zeros((TREE_ROWS, F_UP), np.float32)
+        mask = np.zeros(TREE_ROWS, np.int8)
+        if not self.chunks:
+            for i, c in enumerate(self.options):
+                ratio = self._cost_ratio(c * self.n)
+                obs[i, [0, 1, 2, 3, 17]] = (1.0, c / 4, ratio, math.log2(self.n) / 6, ratio)
+                mask[i] = 1
+            self.offered = np.arange(len(self.options))
+        else:
+            ov = self.ov
+            hops, _ = self._attachments()
+            self.offered = hops
+            links = ov.hop_links[hops]
+            real = links != ov.dummy
+            now = self.load[links]
+            after = (now + self.inc[links]).max(axis=1)
+            peak = self.load.max()
+            u = ov.hop_dst[hops]
+            k = len(hops)
+            obs[:k, 1] = u == self.root
+            obs[:k, 4] = after / self.lb_s
+            obs[:k, 5] = np.maximum(after - peak, 0.0) / self.unit
+            obs[:k, 6] = (now * real).sum(1) / real.sum(1) / self.lb_s
+            obs[:k, 7] = ov.hop_len[hops] / 4
+            obs[:k, 8] = ov.hop_relayed[hops]
+            obs[:k, 9] = (self.depth[u] + 1) / (self.n - 1)
+            obs[:k, 10] = self.kids[u] / 4
+            obs[:k, 11] = u == self.tip
+            obs[:k, 12] = [1.0 / (1 + self.nic_use[w].get(int(ov.hop_in[h]), 0))
+                           for w, h in zip(u, hops, strict=True)]
+            obs[:k, 13] = self.hop_rate[hops]
+            obs[:k, 14] = self.attached / self.n
+            obs[:k, 15] = len(self.trees) / self.chunks
+            obs[:k, RANK_COL] = np.arange(k) / TREE_ROWS
+            obs[:k, 17] = self.cost_ratio
+            mask[:k] = 1
+        self.mask = mask
+        return np.clip(obs, 0.0, OBS_HIGH), {"action_mask": mask.copy()}
+
     def step(self, action):
-        """Route the current chunk on candidate ``action``."""
+        """Take chunk option ``action`` (first step) or attachment row ``action``."""
         action = int(action)
-        invalid = not (0 <= action < K_MAX and self.mask[action])
+        invalid = not (0 <= action < TREE_ROWS and self.mask[action])
         if invalid:
             action = int(np.flatnonzero(self.mask)[0])
-        tree = self.cands[action]
-        self.chosen.append(tree)
-        self.loads.add(self.ov, tree, self.chunk_bytes)
-        self.step_index += 1
-        if self.step_index < self.chunks:
+        if not self.chunks:
+            self.chunks = self.options[action] * self.n
+            self.chunk_bytes = self.cfg.size_bytes / self.chunks
+            self.inc = self.chunk_bytes / self.rate_Bps
+            self.unit = float(self.inc[:-1].max())
+            self.cost_ratio = self._cost_ratio(self.chunks)
+            self._start_tree()
+        else:
+            self._attach(int(self.offered[action]))
+        if len(self.trees) < self.chunks:
             obs, info = self._observe()
             info["invalid_action"] = invalid
             return obs, 0.0, False, False, info
-        plan = Plan(self.ov, self.chosen, self.cfg.size_bytes, self.cfg.dtype)
+        plan = Plan(self.ov, self.trees, self.cfg.size_bytes, self.cfg.dtype)
         schedule, makespan = self.scheduler(plan)
-        self.mask = np.zeros(K_MAX, np.int8)
+        self.mask = np.zeros(TREE_ROWS, np.int8)
         info = {"action_mask": self.mask.copy(), "invalid_action": invalid,
                 "makespan_s": makespan, "schedule": schedule, "plan": plan,
+                "chunks_per_server": self.chunks // self.n,
                 "ratio_to_lower_bound": makespan / self.lb_s}
-        return (np.zeros((K_MAX, F_UP), np.float32), float(-makespan / self.lb_s),
-                True, False, info)
+        return (np.zeros((TREE_ROWS, F_UP), np.float32),
+                float(-makespan / self.reference_s), True, False, info)
+
+    def _attach(self, hop: int) -> None:
+        ov = self.ov
+        v, u = int(ov.hop_src[hop]), int(ov.hop_dst[hop])
+        self.inside[v] = True
+        self.depth[v] = self.depth[u] + 1
+        self.kids[u] += 1
+        self.parent[v], self.hop_of[v] = u, hop
+        self.tip = v
+        self.attached += 1
+        for w, nb in ((u, int(ov.hop_in[hop])), (v, int(ov.hop_out[hop]))):
+            self.nic_use[w][nb] = self.nic_use[w].get(nb, 0) + 1
+        links = ov.hop_links[hop]
+        np.add.at(self.load, links, self.inc[links])
+        self.load[ov.dummy] = 0.0
+        if self.attached == self.n:
+            self.trees.append(Tree(self.root, tuple(self.parent), tuple(self.hop_of), "built"))
+            if len(self.trees) < self.chunks:
+                self._start_tree()
 
 
 class WorkloadEnv(gym.Env):
@@ -164,8 +322,8 @@ class WorkloadEnv(gym.Env):
     def __init__(self, graph: nx.Graph, config: EnvConfig = EnvConfig()) -> None:
         self.cfg = config
         self.graph = graph
-        self.ov = overlay_for(graph, config.overlay_seed, config.chunks_per_server)
-        self.lb_s = lower_bound(graph, config.size_bytes)
+        self.ov = overlay_for(graph)
+        self.lb_s = lower_bound(graph, config.size_bytes, goodput=config.goodput)
         self.slots = config.slots
         self.observation_space = _box(self.slots + 1, F_LO)
         self.action_space = gym.spaces.Discrete(self.slots + 1)
@@ -301,10 +459,12 @@ class WorkloadEnv(gym.Env):
 
 
 def random_plan(graph: nx.Graph, cfg: EnvConfig, rng: np.random.Generator) -> Plan:
-    """A Plan whose trees are uniformly random legal candidates (seeded by ``rng``)."""
-    env = TreeSelectionEnv(graph, cfg, scheduler=lambda plan: (None, 1.0))
+    """A Plan whose chunk count and attachments are uniformly random legal choices
+    (seeded by ``rng``)."""
+    env = TreeBuildingEnv(graph, cfg, scheduler=lambda plan: (None, 1.0))
     _, info = env.reset()
-    for _ in range(env.chunks):
+    done = False
+    while not done:
         action = int(rng.choice(np.flatnonzero(info["action_mask"])))
         _, _, done, _, info = env.step(action)
     return info["plan"]

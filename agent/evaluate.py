@@ -1,6 +1,6 @@
 """``python -m agent.evaluate --topo bcube --n 4 --k 1 [--json] [--checkpoint F] [--samples N]``
 
-Loads the shipped checkpoint of the instance (or ``--checkpoint``), builds the DRL Schedule
+Loads the general checkpoint (or ``--checkpoint``), builds the DRL Schedule
 with the greedy (argmax) actions of both levels, validates it, and simulates it next to the
 baseline collectives and the bandwidth lower bound. ``--samples N`` additionally draws N
 sampled rollouts (seeded by ``--sample-seed``) and keeps the best by simulated makespan;
@@ -13,9 +13,8 @@ import json
 
 import networkx as nx
 
-from agent.env import EnvConfig
-from agent.policy import build_schedule, find_checkpoint, load_checkpoint
-from simulator import lower_bound, packing_bound, simulate
+from agent.policy import GENERAL, build_schedule, load_checkpoint, policy_config
+from simulator import CALIBRATED, CostModel, lower_bound, packing_bound, simulate
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from traffic.collectives import BASELINES
 from traffic.schedule import validate
@@ -25,29 +24,24 @@ PROG = "python -m agent.evaluate"
 
 def evaluate(graph: nx.Graph, checkpoint: str | None = None, size_bytes: int | None = None,
              samples: int = 0, seed: int = 0, baselines: tuple[str, ...] = BASELINES,
-             startup_s: float | None = None, hop_latency_s: float | None = None) -> list[dict]:
+             startup_s: float | None = None, hop_latency_s: float | None = None,
+             goodput: float = 1.0) -> list[dict]:
     """Rows ``{"algo", "makespan_s", "ratio_to_lower_bound", "ratio_to_optimum"}``: the DRL
     schedule (validated), each baseline, the lower bound and the packing optimum
     (``simulator.packing_bound``) themselves."""
     from traffic.collectives import build
 
-    path = checkpoint or find_checkpoint(graph.graph["spec"])
-    upper, lower, doc = load_checkpoint(path)
-    env = dict(doc["config"]["env"])
-    for key, value in (("size_bytes", size_bytes), ("startup_s", startup_s),
-                       ("hop_latency_s", hop_latency_s)):
-        if value is not None:
-            env[key] = value
-    cfg = EnvConfig(**env)
+    upper, lower, doc = load_checkpoint(checkpoint or GENERAL)
+    cost = CostModel(startup_s or 0.0, hop_latency_s or 0.0, goodput)
+    cfg = policy_config(doc, size_bytes or 8 * 2**20, cost)
     schedule, makespan = build_schedule(graph, upper, lower, cfg, samples=samples, seed=seed)
     validate(schedule, graph)
-    lb = lower_bound(graph, cfg.size_bytes)
     rows = [("drl", makespan)]
     for algo in baselines:
         other = build(algo, graph, cfg.size_bytes, cfg.dtype)
-        rows.append((algo, simulate(graph, other, startup_s=cfg.startup_s,
-                                    hop_latency_s=cfg.hop_latency_s).makespan_s))
-    optimum = packing_bound(graph, cfg.size_bytes)
+        rows.append((algo, simulate(graph, other, **cost.kwargs()).makespan_s))
+    lb = lower_bound(graph, cfg.size_bytes, goodput=goodput)
+    optimum = packing_bound(graph, cfg.size_bytes, goodput=goodput)
     rows += [("lower-bound", lb), ("optimum", optimum)]
     return [{"algo": a, "makespan_s": m, "ratio_to_lower_bound": m / lb,
              "ratio_to_optimum": m / optimum} for a, m in rows]
@@ -58,16 +52,20 @@ def main() -> int:
     parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[1])
     add_topology_args(parser)
     parser.add_argument("--checkpoint", metavar="FILE",
-                        help="checkpoint to use (default: the shipped one of the instance)")
+                        help="checkpoint to use (default: agent/checkpoints/general.pt)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
-    parser.add_argument("--size-bytes", type=int, help="buffer per server (default: the "
-                        "checkpoint's, 8 MiB)")
+    parser.add_argument("--size-bytes", type=int, help="buffer per server (default 8 MiB)")
     parser.add_argument("--samples", type=int, default=0, metavar="N",
                         help="also draw N sampled rollouts and keep the best by simulated "
                         "makespan (default 0: greedy actions only)")
     parser.add_argument("--sample-seed", type=int, default=0, help="seed of the samples")
     parser.add_argument("--startup-s", type=float, help="simulator start-up delay per transfer")
     parser.add_argument("--hop-latency-s", type=float, help="simulator latency per link")
+    parser.add_argument("--goodput", type=float, default=1.0, help="simulator goodput factor")
+    parser.add_argument("--calibrated", action="store_true",
+                        help="the cost model measured by the emulation here (start-up "
+                        f"{CALIBRATED.startup_s * 1e3:g} ms, goodput {CALIBRATED.goodput:g})"
+                        "; overrides the three flags above")
     args = parser.parse_args()
     if args.samples < 0:
         raise ValueError(f"--samples must be >= 0, got {args.samples}")
@@ -75,8 +73,11 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
+    cost = (CALIBRATED if args.calibrated else
+            CostModel(args.startup_s or 0.0, args.hop_latency_s or 0.0, args.goodput))
     rows = evaluate(graph, args.checkpoint, args.size_bytes, args.samples, args.sample_seed,
-                    startup_s=args.startup_s, hop_latency_s=args.hop_latency_s)
+                    startup_s=cost.startup_s, hop_latency_s=cost.hop_latency_s,
+                    goodput=cost.goodput)
     if args.json:
         print(json.dumps(rows))
         return 0

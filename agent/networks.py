@@ -25,16 +25,20 @@ class RowScorer(nn.Module):
     """Actor-critic over a set of feature rows: (B, K, F) rows and a (B, K) bool mask give
     (B, K) masked logits and a (B,) value.
 
-    ``prior`` (K fixed logits, default 0) is added to the learned scores: a policy that
-    starts near a known rule and learns corrections to it (the lower level's rows come
-    sorted oldest-ready first, and a prior falling with the row index starts it near the
-    FIFO round filler)."""
+    ``prior`` (K fixed logits, default 0) and ``-rank_strength x obs[..., rank_col]`` are
+    added to the learned scores: a policy that starts near a known rule and learns
+    corrections to it (the lower level's rows come sorted oldest-ready first, and a prior
+    falling with the row index starts it near the FIFO round filler; the upper level's
+    rows carry their rank under the greedy least-load key in ``rank_col``)."""
 
     def __init__(self, n_features: int, hidden: int = 64, rows: int = 1,
-                 prior: torch.Tensor | None = None) -> None:
+                 prior: torch.Tensor | None = None, rank_col: int = -1,
+                 rank_strength: float = 0.0) -> None:
         super().__init__()
         self.n_features = n_features
         self.hidden = hidden
+        self.rank_col = rank_col
+        self.rank_strength = rank_strength
         self.register_buffer("prior", torch.zeros(rows) if prior is None
                              else prior.float().clone())
         self.embed = nn.Sequential(_layer(n_features, hidden), nn.Tanh(),
@@ -46,7 +50,10 @@ class RowScorer(nn.Module):
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Masked logits and value of a batch of observations."""
         h = self.embed(obs)
-        logits = (self.score(h).squeeze(-1) + self.prior).masked_fill(~mask, MASKED_LOGIT)
+        logits = self.score(h).squeeze(-1) + self.prior
+        if self.rank_strength:
+            logits = logits - self.rank_strength * obs[..., self.rank_col]
+        logits = logits.masked_fill(~mask, MASKED_LOGIT)
         weight = mask.unsqueeze(-1).float()
         count = weight.sum(1).clamp(min=1.0)
         mean = (h * weight).sum(1) / count

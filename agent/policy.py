@@ -1,5 +1,6 @@
-"""The trained hierarchical policy: run an episode of both levels, load shipped checkpoints,
-and ``schedule_for``, the function the emulation calls."""
+"""The trained hierarchical policy: run an episode of both levels, load checkpoints (the
+shipped general one serves every graph), and ``schedule_for``, the function the emulation
+calls."""
 
 from __future__ import annotations
 
@@ -8,26 +9,30 @@ from pathlib import Path
 import networkx as nx
 import torch
 
-from agent.candidates import F_UP, K_MAX
-from agent.env import F_LO, EnvConfig, TreeSelectionEnv, WorkloadEnv
+from agent.env import F_LO, F_UP, RANK_COL, TREE_ROWS, EnvConfig, TreeBuildingEnv, WorkloadEnv
 from agent.networks import RowScorer, fifo_prior
 from agent.ppo import Rollout, act
+from simulator import CALIBRATED, CostModel
 from traffic.schedule import Schedule
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
-CHECKPOINT_FORMAT = 1
+#: The one shipped checkpoint, trained on the instances of ``agent.instances.TRAIN``.
+GENERAL = CHECKPOINT_DIR / "general.pt"
+CHECKPOINT_FORMAT = 2
 
 
 def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowScorer | None,
                 *, greedy: bool, generator: torch.Generator | None = None,
                 upper_ro: Rollout | None = None, lower_ro: Rollout | None = None,
-                keep_better: bool = True) -> dict:
-    """One hierarchical episode: the upper policy picks a tree per chunk, the lower policy
+                keep_better: bool = True, reference_s: float | None = None) -> dict:
+    """One hierarchical episode: the upper policy chooses the chunk count and grows a tree
+    per chunk, the lower policy
     (None: the FIFO round filler) orders the transfers, the simulator scores the Schedule.
     Decisions are recorded into the rollouts when given; returns the upper env's final info
     (``schedule``, ``makespan_s``, ``ratio_to_lower_bound``). ``keep_better``: the episode's
     Schedule is the better of the lower policy's rounds and the dependency-only one (as
-    deployed); False scores the rounds alone (``TrainConfig.sampled_keep_better``)."""
+    deployed); False scores the rounds alone (``TrainConfig.sampled_keep_better``).
+    ``reference_s`` scales the upper level's reward (default: the lower bound)."""
     scheduler = None
     if lower is not None:
         lower_env = WorkloadEnv(graph, cfg)
@@ -48,7 +53,7 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
                 return lower_env.schedule, lower_env.makespan_s
             return lower_env.rounds_result
 
-    env = TreeSelectionEnv(graph, cfg, scheduler=scheduler)
+    env = TreeBuildingEnv(graph, cfg, scheduler=scheduler, reference_s=reference_s)
     obs, info = env.reset()
     done, reward = False, 0.0
     while not done:
@@ -62,19 +67,22 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
     return info
 
 
-def new_models(hidden: int, slots: int, prior: float) -> tuple[RowScorer, RowScorer]:
-    """Freshly initialised (upper, lower) networks; the lower one over ``slots`` + 1 rows
-    with the FIFO prior of strength ``prior``."""
-    return (RowScorer(F_UP, hidden, K_MAX),
+def new_models(hidden: int, slots: int, prior: float,
+               rank_prior: float = 0.0) -> tuple[RowScorer, RowScorer]:
+    """Freshly initialised (upper, lower) networks: the upper one starts near the greedy
+    least-load rule (logit -``rank_prior`` per rank of an attachment row), the lower one
+    over ``slots`` + 1 rows near the FIFO round filler (prior of strength ``prior``)."""
+    return (RowScorer(F_UP, hidden, TREE_ROWS, rank_col=RANK_COL,
+                      rank_strength=rank_prior * TREE_ROWS),
             RowScorer(F_LO, hidden, slots + 1, fifo_prior(slots, prior)))
 
 
-def save_checkpoint(path: Path | str, upper: RowScorer, lower: RowScorer, spec: dict,
-                    bw_mbps: float, config: dict, meta: dict) -> None:
-    """Write both policies, the training config and the instance spec to ``path``."""
+def save_checkpoint(path: Path | str, upper: RowScorer, lower: RowScorer, config: dict,
+                    meta: dict) -> None:
+    """Write both policies, the training config and what it was trained on to ``path``."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"format": CHECKPOINT_FORMAT, "spec": spec, "bw_mbps": bw_mbps,
-                "config": config, "hidden": upper.hidden, "meta": meta,
+    torch.save({"format": CHECKPOINT_FORMAT, "config": config, "hidden": upper.hidden,
+                "meta": meta,
                 "upper": upper.state_dict(), "lower": lower.state_dict()}, path)
 
 
@@ -86,34 +94,13 @@ def load_checkpoint(path: Path | str) -> tuple[RowScorer, RowScorer, dict]:
         raise ValueError(f"cannot read checkpoint {path}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not an agent checkpoint (format {CHECKPOINT_FORMAT})")
-    upper, lower = new_models(doc["hidden"], doc["config"]["env"]["slots"], 0.0)
+    upper, lower = new_models(doc["hidden"], doc["config"]["env"]["slots"], 0.0,
+                              doc["config"]["rank_prior"])
     upper.load_state_dict(doc["upper"])
     lower.load_state_dict(doc["lower"])
     upper.eval()
     lower.eval()
     return upper, lower, doc
-
-
-def checkpoint_name(spec: dict) -> str:
-    """File name of the shipped checkpoint of an instance, e.g. ``bcube-4-1.pt``."""
-    return "-".join([spec["family"], *(str(v) for v in spec["params"].values())]) + ".pt"
-
-
-def find_checkpoint(spec: dict) -> Path:
-    """The shipped checkpoint trained for ``spec`` (its own file, else one whose training
-    instances include it); ValueError naming the topology if none."""
-    path = CHECKPOINT_DIR / checkpoint_name(spec)
-    if not path.exists():
-        for other in sorted(CHECKPOINT_DIR.glob("*.pt")):
-            doc = torch.load(other, map_location="cpu", weights_only=True)
-            if spec in doc.get("meta", {}).get("instances", []):
-                return other
-        shipped = sorted(p.name for p in CHECKPOINT_DIR.glob("*.pt"))
-        raise ValueError(
-            f"no shipped checkpoint for topology {spec['family']} {spec['params']} "
-            f"(looked for {path.name}; shipped: {', '.join(shipped) or 'none'}); train one "
-            "with python -m agent.train")
-    return path
 
 
 def build_schedule(graph: nx.Graph, upper: RowScorer, lower: RowScorer, cfg: EnvConfig,
@@ -131,17 +118,23 @@ def build_schedule(graph: nx.Graph, upper: RowScorer, lower: RowScorer, cfg: Env
     return best[1], best[0]
 
 
+def policy_config(doc: dict, size_bytes: int, cost: CostModel = CALIBRATED) -> EnvConfig:
+    """The EnvConfig a checkpoint runs with for a buffer of ``size_bytes`` under ``cost``."""
+    return EnvConfig(**{**doc["config"]["env"], "size_bytes": int(size_bytes),
+                        **cost.kwargs()})
+
+
 def schedule_for(graph: nx.Graph, spec: dict, size_bytes: int, seed: int = 0,
-                 checkpoint: Path | str | None = None) -> Schedule:
+                 checkpoint: Path | str | None = None, cost: CostModel = CALIBRATED) -> Schedule:
     """The DRL AllReduce Schedule for ``graph`` (described by ``spec``) and a buffer of
-    ``size_bytes``, from the shipped checkpoint of that instance (greedy, deterministic;
-    ``seed`` is recorded). ValueError naming the topology when no checkpoint fits."""
+    ``size_bytes``, from the general checkpoint (or ``checkpoint``), greedy and
+    deterministic, planned for the cost model ``cost`` (default: the one measured by the
+    emulation here); ``seed`` is recorded. Works on any graph with at least two servers."""
     if graph.graph.get("spec") not in (None, spec):
         raise ValueError(f"spec {spec} does not describe the graph ({graph.graph['spec']})")
-    path = Path(checkpoint) if checkpoint else find_checkpoint(spec)
+    path = Path(checkpoint) if checkpoint else GENERAL
     upper, lower, doc = load_checkpoint(path)
-    env = {**doc["config"]["env"], "size_bytes": int(size_bytes)}
-    schedule, makespan = build_schedule(graph, upper, lower, EnvConfig(**env))
+    schedule, makespan = build_schedule(graph, upper, lower, policy_config(doc, size_bytes, cost))
     meta = {**schedule.meta, "checkpoint": path.name, "seed": seed,
             "simulated_makespan_s": makespan}
     return Schedule(schedule.topology, schedule.size_bytes, schedule.dtype,

@@ -1,11 +1,14 @@
-"""``python -m agent.train --topo bcube --n 4 --k 1 --out agent/checkpoints/bcube-4-1.pt``
+"""``python -m agent.train --out agent/checkpoints/general.pt [--time-budget S] [--train-seed N]``
 
-Trains both levels jointly with PPO on one topology instance: every episode the upper
-policy picks a tree per chunk, the lower policy orders the transfers into rounds, the
-simulator runs the Schedule; the upper level receives ``-makespan / lower_bound`` and the
-lower level what its ordering gained over the plan's data-dependency-only makespan (both in
-lower bounds) at their last step. Each update prints one ``losses`` line; the progress bar
-shows the running makespan ratio (to the lower bound and to ring).
+Trains one policy for every topology: both levels jointly, with PPO, on episodes drawn from
+a distribution of instances (by default the training split of ``agent.instances``, with
+its degraded copies) and settings (buffer size and cost model, ``agent.instances.SETTINGS``).
+Every episode the upper policy chooses a chunk count and grows a tree per chunk, the lower
+policy orders the transfers into rounds, the simulator runs the Schedule; the upper level
+receives ``-makespan / reference`` (the reference: the best baseline on that instance and
+setting, so rewards mean the same on every graph) and the lower level what its ordering
+gained over the plan's data-dependency-only makespan. Each update prints one ``losses``
+line; the progress bar shows the running makespan ratio to the reference.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import torch
 from tqdm import tqdm
 
 from agent.env import EnvConfig
+from agent.instances import SETTINGS, TRAIN, graphs, label
 from agent.policy import new_models, run_episode, save_checkpoint
 from agent.ppo import Rollout, update
-from simulator import lower_bound, simulate
+from agent.rules import baseline_makespans
 from topology import make_graph
-from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+from topology.cli import ArgumentParser, run
 
 PROG = "python -m agent.train"
 
@@ -39,15 +43,30 @@ class TrainConfig:
     #: Seeds torch, numpy and the action sampler.
     seed: int = 0
     #: Episodes to run (one episode = one Schedule simulated).
-    episodes: int = 400
+    episodes: int = 3000
     #: Stop early after this many seconds of training (0: no limit).
     time_budget_s: float = 0.0
-    #: Stop once the greedy policy's makespan is within this many lower bounds (0: never).
+    #: Stop once the greedy policy's mean makespan on the selection episodes is within this
+    #: many references (0: never).
     stop_ratio: float = 0.0
-    #: Run the greedy (argmax) policy every this many updates; the best one is kept.
-    eval_every: int = 2
+    #: Run the greedy (argmax) policy on the selection episodes every this many updates;
+    #: the best one is kept (model selection on training instances only).
+    eval_every: int = 4
+    #: Selection episodes: this many (instance, setting) pairs drawn once from the
+    #: training distribution.
+    selection: int = 12
+    #: Settings (names in ``agent.instances.SETTINGS``) episodes are drawn from.
+    settings: tuple[str, ...] = tuple(s.name for s in SETTINGS)
+    #: Episodes drawn per (instance, setting) pair in a row: the upper level's advantage
+    #: baseline is then the mean return of the pair's other episodes (rewards of different
+    #: graphs differ more than a value network of one state's rows can tell); 1: the value
+    #: network's estimate.
+    group: int = 4
+    #: Strength of the upper level's prior towards the greedy least-load row (logit per
+    #: rank; 0: none).
+    rank_prior: float = 0.5
     #: Episodes collected before each PPO update.
-    episodes_per_update: int = 8
+    episodes_per_update: int = 16
     #: Width of both scorer networks.
     hidden: int = 64
     #: Adam step size, both levels.
@@ -79,8 +98,21 @@ class TrainConfig:
     #: off). On for DCell(3,1), whose chains run best on their data dependencies
     #: (agent/configs/dcell-3-1.json; off there, training stays above 1.34).
     sampled_keep_better: bool = False
-    #: What both levels optimise.
+    #: What both levels optimise (size and costs are replaced by each episode's setting).
     env: EnvConfig = field(default_factory=EnvConfig)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", tuple(self.settings))
+        known = {s.name for s in SETTINGS}
+        for name in self.settings:
+            if name not in known:
+                raise ValueError(f"unknown setting {name!r}; choose from {', '.join(known)}")
+        if not self.settings:
+            raise ValueError("settings names no setting")
+        for name in ("episodes", "episodes_per_update", "hidden", "update_epochs",
+                     "minibatches", "eval_every", "selection", "group"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 def config_from_file(path: str, **overrides) -> TrainConfig:
@@ -102,18 +134,30 @@ def config_from_file(path: str, **overrides) -> TrainConfig:
     return TrainConfig(**{**doc, **overrides, "env": EnvConfig(**env)})
 
 
-def ring_makespan(graph: nx.Graph, cfg: EnvConfig) -> float:
-    """Simulated makespan of the ring baseline (for the progress bar)."""
-    from traffic.collectives import build
+def episode_config(cfg: TrainConfig, setting: str) -> EnvConfig:
+    """The EnvConfig of one episode: ``cfg.env`` with the setting's size and costs."""
+    found = next(s for s in SETTINGS if s.name == setting)
+    return EnvConfig(**{**asdict(cfg.env), "size_bytes": found.size_bytes,
+                        **found.cost.kwargs()})
 
-    schedule = build("ring", graph, cfg.size_bytes, cfg.dtype)
-    return simulate(graph, schedule, startup_s=cfg.startup_s,
-                    hop_latency_s=cfg.hop_latency_s).makespan_s
+
+class References:
+    """The best baseline's simulated makespan per (graph, setting), computed once."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.known: dict[tuple[int, str], float] = {}
+
+    def __call__(self, i: int, graph: nx.Graph, setting: str) -> float:
+        if (i, setting) not in self.known:
+            env = episode_config(self.cfg, setting)
+            self.known[(i, setting)] = min(baseline_makespans(graph, env).values())
+        return self.known[(i, setting)]
 
 
 def parse_instances(text: str) -> list[nx.Graph]:
     """Graphs from ``"bcube:n=4,k=1 jellyfish:seed=2"`` (family, then its parameters)."""
-    graphs = []
+    out = []
     for item in text.split():
         family, _, rest = item.partition(":")
         params = {}
@@ -122,48 +166,66 @@ def parse_instances(text: str) -> list[nx.Graph]:
             if not eq or not value.lstrip("-").isdigit():
                 raise ValueError(f"--instances: {pair!r} is not NAME=INTEGER")
             params[key] = int(value)
-        graphs.append(make_graph(family, **params))
-    if not graphs:
+        out.append(make_graph(family, **params))
+    if not out:
         raise ValueError("--instances names no topology")
-    return graphs
+    return out
 
 
-def train(graph: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = True):
-    """Train both levels on ``graph`` (or round-robin on a list of graphs: one policy for
-    all); returns (upper, lower, history) where history lists one dict per update
-    (episodes, seconds, running and greedy ratios, losses; ratios averaged over the
-    graphs). The returned networks are the greedy-best ones seen (model selection on the
-    training instances, by the simulator)."""
-    graphs = graph if isinstance(graph, list) else [graph]
+def train(pool: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = True):
+    """Train both levels on episodes drawn (seeded) from ``pool`` x ``cfg.settings``;
+    returns (upper, lower, history), history one dict per update (episodes, seconds,
+    running and greedy ratios to the reference, losses). The returned networks are the
+    greedy-best ones on the selection episodes (training instances only)."""
+    pool = pool if isinstance(pool, list) else [pool]
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    upper, lower = new_models(cfg.hidden, cfg.env.slots, cfg.lower_prior)
+    upper, lower = new_models(cfg.hidden, cfg.env.slots, cfg.lower_prior, cfg.rank_prior)
     opt_up = torch.optim.Adam(upper.parameters(), lr=cfg.lr, eps=1e-5)
     opt_lo = torch.optim.Adam(lower.parameters(), lr=cfg.lr, eps=1e-5)
-    lbs = [lower_bound(g, cfg.env.size_bytes) for g in graphs]
-    rings = [ring_makespan(g, cfg.env) for g in graphs]
+    reference = References(cfg)
+    draw = np.random.default_rng([cfg.seed, 1])
+    selection = [(int(draw.integers(len(pool))), cfg.settings[int(draw.integers(
+        len(cfg.settings)))]) for _ in range(cfg.selection)]
     history: list[dict] = []
-    recent: list[tuple[float, float]] = []
+    recent: list[float] = []
     best = (float("inf"), None)
     updates = done_eps = 0
     start = time.monotonic()
     bar = tqdm(total=cfg.episodes, desc="train", disable=not progress, unit="ep")
     scheduler = lower if cfg.train_lower else None
+
+    def episode(i: int, setting: str, greedy: bool, **kw) -> float:
+        ref = reference(i, pool[i], setting)
+        info = run_episode(pool[i], episode_config(cfg, setting), upper, scheduler,
+                           greedy=greedy, reference_s=ref, **kw)
+        return info["makespan_s"] / ref
+
     while done_eps < cfg.episodes:
         up_ro, lo_ro = Rollout(), Rollout()
-        for _ in range(min(cfg.episodes_per_update, cfg.episodes - done_eps)):
-            i = done_eps % len(graphs)
-            info = run_episode(graphs[i], cfg.env, upper, scheduler, greedy=False,
-                               generator=gen, upper_ro=up_ro,
-                               lower_ro=lo_ro if cfg.train_lower else None,
-                               keep_better=cfg.sampled_keep_better)
-            recent = (recent + [(info["makespan_s"] / lbs[i], info["makespan_s"] / rings[i])])
-            recent = recent[-20:]
+        spans: list[tuple[int, int, float]] = []
+        for k in range(min(cfg.episodes_per_update, cfg.episodes - done_eps)):
+            if k % cfg.group == 0:
+                i = int(rng.integers(len(pool)))
+                setting = cfg.settings[int(rng.integers(len(cfg.settings)))]
+            first = len(up_ro)
+            ratio = episode(i, setting, False, generator=gen, upper_ro=up_ro,
+                            lower_ro=lo_ro if cfg.train_lower else None,
+                            keep_better=cfg.sampled_keep_better)
+            spans.append((first, len(up_ro), -ratio))
+            recent = (recent + [ratio])[-40:]
             done_eps += 1
             bar.update(1)
-            bar.set_postfix(lb_ratio=f"{np.mean([r[0] for r in recent]):.3f}",
-                            ring_ratio=f"{np.mean([r[1] for r in recent]):.3f}")
+            bar.set_postfix(ref_ratio=f"{np.mean(recent):.3f}")
+        if cfg.group > 1:
+            # gamma = lambda = 1: every step's advantage is its episode's return minus the
+            # mean return of the other episodes of its pair.
+            for g in range(0, len(spans), cfg.group):
+                members = spans[g:g + cfg.group]
+                for m, (first, last, ret) in enumerate(members):
+                    others = [r for j, (_, _, r) in enumerate(members) if j != m] or [ret]
+                    up_ro.value[first:last] = [float(np.mean(others))] * (last - first)
         common = dict(gamma=cfg.gamma, clip=cfg.clip, ent_coef=cfg.ent_coef,
                       vf_coef=cfg.vf_coef, epochs=cfg.update_epochs,
                       minibatches=cfg.minibatches, max_grad_norm=cfg.max_grad_norm, rng=rng)
@@ -173,17 +235,14 @@ def train(graph: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = T
             losses |= {f"lower_{k}": v for k, v in
                        update(lower, opt_lo, lo_ro, lam=cfg.lower_lambda, **common).items()}
         updates += 1
-        row = {"episodes": done_eps, "lb_ratio": float(np.mean([r[0] for r in recent])),
-               "ring_ratio": float(np.mean([r[1] for r in recent]))}
+        row = {"episodes": done_eps, "ref_ratio": float(np.mean(recent))}
         if updates % cfg.eval_every == 0 or done_eps >= cfg.episodes:
-            greedy = [run_episode(g, cfg.env, upper, scheduler, greedy=True)["makespan_s"]
-                      for g in graphs]
-            row["greedy_lb_ratio"] = float(np.mean([m / b for m, b in zip(greedy, lbs)]))
-            row["greedy_ring_ratio"] = float(np.mean([m / r for m, r in zip(greedy, rings)]))
-            if row["greedy_lb_ratio"] < best[0]:
-                best = (row["greedy_lb_ratio"], (copy.deepcopy(upper.state_dict()),
-                                                 copy.deepcopy(lower.state_dict())))
-        row["best_lb_ratio"] = best[0]
+            greedy = float(np.mean([episode(i, s, True) for i, s in selection]))
+            row["greedy_ref_ratio"] = greedy
+            if greedy < best[0]:
+                best = (greedy, (copy.deepcopy(upper.state_dict()),
+                                 copy.deepcopy(lower.state_dict())))
+        row["best_ref_ratio"] = best[0]
         row["seconds"] = time.monotonic() - start
         row |= losses
         history.append(row)
@@ -202,47 +261,36 @@ def train(graph: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = T
 def main() -> int:
     """Entry point of ``python -m agent.train``."""
     parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[1])
-    add_topology_args(parser)
     parser.add_argument("--out", required=True, metavar="FILE", help="checkpoint to write")
     parser.add_argument("--config", metavar="FILE", help="JSON file of TrainConfig fields")
-    parser.add_argument("--episodes", type=int, help="episodes to run (default 400)")
+    parser.add_argument("--episodes", type=int, help="episodes to run (default 3000)")
     parser.add_argument("--train-seed", type=int, help="training seed (default 0)")
     parser.add_argument("--time-budget", type=float, metavar="S",
                         help="stop after S seconds of training")
     parser.add_argument("--stop-ratio", type=float, metavar="R",
-                        help="stop once the greedy makespan is within R lower bounds")
-    parser.add_argument("--size-bytes", type=int, help="buffer per server (default 8 MiB)")
+                        help="stop once the greedy makespan is within R references")
     parser.add_argument("--instances", metavar="LIST",
-                        help='train one policy on several instances, round-robin, e.g. '
-                        '"bcube:n=4,k=1 dcell:n=4,k=1 jellyfish:seed=0" (the --topo flags '
-                        'then only name the checkpoint\'s main instance)')
+                        help='train on these instances instead of the training split, e.g. '
+                        '"bcube:n=4,k=1 dcell:n=4,k=1 jellyfish:seed=0"')
+    parser.add_argument("--no-degraded", action="store_true",
+                        help="without the degraded copies of the training split")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
-    graph = graph_from_args(args)
     overrides = {k: v for k, v in (("episodes", args.episodes), ("seed", args.train_seed),
                                    ("time_budget_s", args.time_budget),
                                    ("stop_ratio", args.stop_ratio)) if v is not None}
     cfg = config_from_file(args.config, **overrides) if args.config else TrainConfig(**overrides)
-    if args.size_bytes is not None:
-        cfg = TrainConfig(**{**asdict(cfg), "env": EnvConfig(**{**asdict(cfg.env),
-                                                                "size_bytes": args.size_bytes})})
-    for name in ("episodes", "episodes_per_update", "hidden", "update_epochs", "minibatches",
-                 "eval_every"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     torch.set_num_threads(1)
-    graphs = parse_instances(args.instances) if args.instances else [graph]
-    upper, lower, history = train(graphs, cfg, progress=not args.no_progress)
-    info = run_episode(graph, cfg.env, upper, lower if cfg.train_lower else None, greedy=True)
-    lb = lower_bound(graph, cfg.env.size_bytes)
-    ring = ring_makespan(graph, cfg.env)
-    meta = {"episodes": history[-1]["episodes"], "train_seconds": history[-1]["seconds"],
-            "greedy_makespan_s": info["makespan_s"], "ring_makespan_s": ring,
-            "lower_bound_s": lb, "instances": [g.graph["spec"] for g in graphs]}
-    save_checkpoint(args.out, upper, lower, graph.graph["spec"], graph.graph["bw_mbps"],
-                    asdict(cfg), meta)
-    print(f"greedy DRL makespan {info['makespan_s']:.4f} s = {info['makespan_s'] / lb:.3f} x "
-          f"lower bound, {info['makespan_s'] / ring:.3f} x ring; wrote {args.out}")
+    pool = (parse_instances(args.instances) if args.instances
+            else graphs(TRAIN, degraded=not args.no_degraded, seed=cfg.seed))
+    upper, lower, history = train(pool, cfg, progress=not args.no_progress)
+    last = history[-1]
+    meta = {"episodes": last["episodes"], "train_seconds": last["seconds"],
+            "best_ref_ratio": last["best_ref_ratio"],
+            "instances": [label(g) for g in pool]}
+    save_checkpoint(args.out, upper, lower, asdict(cfg), meta)
+    print(f"{last['episodes']} episodes in {last['seconds']:.0f} s; greedy makespan on the "
+          f"selection episodes {last['best_ref_ratio']:.3f} x the best baseline; wrote {args.out}")
     return 0
 
 

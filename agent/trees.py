@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
 
+from topology import fingerprint, link_rate_mbps
 from topology import paths as topology_paths
 from topology import servers as topology_servers
 
@@ -89,7 +91,7 @@ class Overlay:
             for a, b in ((u, v), (v, u)):
                 link_id[(a, b)] = len(self.links)
                 self.links.append((a, b))
-        self.cap_Bps = np.array([graph[a][b]["bw_mbps"] * 1e6 / 8 for a, b in self.links]
+        self.cap_Bps = np.array([link_rate_mbps(graph, a, b) * 1e6 / 8 for a, b in self.links]
                                 + [np.inf])
         self.dummy = len(self.links)
         self.link_id = link_id
@@ -126,7 +128,19 @@ class Overlay:
             self.hop_fwd[i, : len(r) // 2] = r[: len(r) // 2]
         self.hop_len = np.array([len(r) // 2 for r in rows])
         self.reverse = np.array([self._reverse_hop(h) for h in range(len(rows))])
-        self.cycles = find_cycles(self, seed, turns)
+        #: Per hop, whether a server relays it, and the neighbours its path leaves the
+        #: sender by and enters the receiver from (node ids in ``node_id``).
+        self.node_id = {v: i for i, v in enumerate(graph.nodes)}
+        self.hop_relayed = np.array([any(x in index for x in p[1:-1]) for p in self.hop_path])
+        self.hop_out = np.array([self.node_id[p[1]] for p in self.hop_path])
+        self.hop_in = np.array([self.node_id[p[-2]] for p in self.hop_path])
+        self._seed, self._turns = seed, turns
+
+    @cached_property
+    def cycles(self) -> list[tuple[tuple[int, int], ...]]:
+        """Hamiltonian cycles of the servers (``find_cycles``), searched on first use: the
+        alternating hand rule of the ablation needs them, the learned policy does not."""
+        return find_cycles(self, self._seed, self._turns)
 
     def _reverse_hop(self, hop: int) -> int:
         path = self.hop_path[hop]
@@ -368,17 +382,18 @@ def _search_cycles(ov: Overlay, seed: int, count: int,
     return out
 
 
+#: Overlays kept (oldest dropped first).
+OVERLAY_CACHE = 64
 _OVERLAYS: dict[tuple, Overlay] = {}
 
 
 def overlay_for(graph: nx.Graph, seed: int = 0, turns: int = 2) -> Overlay:
-    """The (cached) Overlay of a graph, keyed by its spec, link capacity, ``seed`` and
-    ``turns`` (chunks per server, which decide whether ring-packing tours are usable)."""
-    spec = graph.graph.get("spec")
-    if spec is None:
-        return Overlay(graph, seed, turns)
-    key = (repr(sorted(spec["params"].items())), spec["family"],
-           tuple(sorted({float(bw) for _, _, bw in graph.edges(data="bw_mbps")})), seed, turns)
+    """The (cached) Overlay of a graph, keyed by its ``topology.fingerprint`` (spec, links,
+    rates), ``seed`` and ``turns`` (chunks per server, which decide whether ring-packing
+    tours are usable)."""
+    key = (fingerprint(graph), seed, turns)
     if key not in _OVERLAYS:
+        if len(_OVERLAYS) >= OVERLAY_CACHE:
+            del _OVERLAYS[next(iter(_OVERLAYS))]
         _OVERLAYS[key] = Overlay(graph, seed, turns)
     return _OVERLAYS[key]

@@ -111,7 +111,7 @@ def choose_schedulers(text: str | None) -> tuple[list[str], bool]:
 
 
 def make_schedule(name: str, graph: nx.Graph, size_bytes: int, dtype: str) -> Schedule:
-    """Build one scheduler's Schedule (the DRL agent's from its shipped checkpoint)."""
+    """Build one scheduler's Schedule (the DRL agent's from the general checkpoint)."""
     if name == "drl":
         from agent import schedule_for
 

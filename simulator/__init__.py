@@ -6,8 +6,14 @@ standard library, networkx and numpy, plus numba for the compiled event loop whe
 """
 
 from simulator.bounds import lower_bound, packing_bound
+from simulator.costs import BANDWIDTH_ONLY, CALIBRATED, CostModel
 from simulator.fluid import simulate
 from simulator.maxmin import max_min_rates
 from simulator.result import Result
 
-__all__ = ["Result", "lower_bound", "max_min_rates", "packing_bound", "simulate"]
+__all__ = [
+    "BANDWIDTH_ONLY",
+    "CALIBRATED",
+    "CostModel",
+    "Result",
+    "lower_bound", "max_min_rates", "packing_bound", "simulate"]

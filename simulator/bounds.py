@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
+from topology.links import link_rate_mbps
 from traffic.cuts import packing_rate
 from traffic.overlay import servers_by_rank
 
@@ -50,14 +51,9 @@ def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> fl
     n = len(names)
     if n < 2 or size_bytes == 0:
         return 0.0
-    default = graph.graph.get("bw_mbps")
     capacity = {}
     for v in names:
-        total = 0.0
-        for _, _, bw in graph.edges(v, data="bw_mbps", default=default):
-            if bw is None:
-                raise ValueError(f"a link of {v} has no bw_mbps")
-            total += float(bw) * 1e6 * goodput
+        total = sum(link_rate_mbps(graph, v, w) for w in graph[v]) * 1e6 * goodput
         if total <= 0:
             raise ValueError(f"server {v} has no link capacity")
         capacity[v] = total

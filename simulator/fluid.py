@@ -35,6 +35,7 @@ import numpy as np
 
 from simulator.maxmin import BATCH_RTOL, LEVEL_RTOL, max_min_rates, max_min_small
 from simulator.result import Result
+from topology.links import link_rate_mbps
 from traffic.schedule import DTYPES, Schedule, ScheduleError
 
 try:  # the compiled event loop; the engines below are the reference and the fallback
@@ -69,7 +70,6 @@ def _check_option(name: str, value: float, positive: bool = False) -> float:
 def _link_table(graph: nx.Graph, schedule: Schedule, goodput: float):
     """Intern paths: (path row of each transfer, link ids of each row, capacities in bit/s
     with an infinite dummy last, padded link-id table of the rows)."""
-    default = graph.graph.get("bw_mbps")
     link_id: dict[tuple[str, str], int] = {}
     caps: list[float] = []
     path_row: dict[tuple[str, ...], int] = {}
@@ -86,11 +86,8 @@ def _link_table(graph: nx.Graph, schedule: Schedule, goodput: float):
                     if data is None:
                         raise ScheduleError(f"transfer {t.id}: path uses {a}-{b}, which is "
                                             "not a link")
-                    bw = data.get("bw_mbps", default)
-                    if bw is None or not bw > 0:
-                        raise ValueError(f"link {a}-{b} has no positive bw_mbps")
                     lid = link_id[(a, b)] = len(caps)
-                    caps.append(float(bw) * 1e6 * goodput)
+                    caps.append(link_rate_mbps(graph, a, b) * 1e6 * goodput)
                 ids.append(lid)
             r = path_row[t.path] = len(rows)
             rows.append(ids)

@@ -11,6 +11,13 @@ from topology._common import DEFAULT_BW_MBPS, MAX_SERVERS
 from topology.bcube import bcube_graph, build_path_set
 from topology.dcell import dcell_graph, dcell_routing
 from topology.jellyfish import jellyfish_graph
+from topology.links import (
+    fingerprint,
+    link_rate_mbps,
+    with_background,
+    with_link_rates,
+    without_link,
+)
 from topology.routing import paths, servers, shortest_paths, switches
 
 FAMILIES = ("bcube", "dcell", "jellyfish")
@@ -63,12 +70,17 @@ __all__ = [
     "build_path_set",
     "dcell_graph",
     "dcell_routing",
+    "fingerprint",
     "from_spec",
     "jellyfish_graph",
+    "link_rate_mbps",
     "make_graph",
     "paths",
     "servers",
     "shortest_paths",
     "summary",
     "switches",
+    "with_background",
+    "with_link_rates",
+    "without_link",
 ]

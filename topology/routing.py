@@ -49,7 +49,9 @@ def paths(graph: nx.Graph, src: str, dst: str, k: int = 1) -> list[list[str]]:
     """Return up to ``k`` distinct loop-free paths (node lists, src first, dst last).
 
     BCube: BuildPathSet's k+1 node-disjoint parallel paths come first; DCell: the
-    DCellRouting path comes first; then, for any graph, shortest simple paths fill up to k.
+    DCellRouting path comes first (paths crossing a link missing from the graph, as on a
+    copy with a failed link, are dropped); then, for any graph, shortest simple paths fill
+    up to k.
 
     >>> from topology.bcube import bcube_graph
     >>> paths(bcube_graph(4, 1), "s00", "s13", 2)
@@ -69,7 +71,8 @@ def paths(graph: nx.Graph, src: str, dst: str, k: int = 1) -> list[list[str]]:
         first = [dcell_routing(graph, src, dst)]
     else:
         first = []
-    out = first[:k]
+    # On a degraded copy (a failed link) the family's own paths may use a missing link.
+    out = [p for p in first if all(graph.has_edge(a, b) for a, b in zip(p, p[1:]))][:k]
     if len(out) < k:
         for path in shortest_paths(graph, src, dst, k + len(out)):
             if path not in out:

@@ -207,7 +207,7 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
     """Topology-aware multitree: many spanning trees that together load every NIC evenly,
     the buffer split across them, each reduced to its root and broadcast back.
 
-    BCube: the k+1-level reduce-scatter / all-gather of ``traffic.hierarchical`` (one
+    Intact BCube: the k+1-level reduce-scatter / all-gather of ``traffic.hierarchical`` (one
     digit-correction tree per part and owner, every level busy at once), which meets the
     bandwidth lower bound. Elsewhere: a greedy packing of directed rings
     (``traffic.rings.ring_packing``), each on its share of the buffer: a ring is N
@@ -220,7 +220,9 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
     n = len(names)
     spec = graph.graph.get("spec")
     builder = Builder()
-    if spec is not None and spec["family"] == "bcube" and elements >= n:
+    # The digit-correction trees need every BCube link (a copy may have lost one).
+    intact = spec is not None and graph.number_of_edges() == n * (spec["params"].get("k", 0) + 1)
+    if intact and spec["family"] == "bcube" and elements >= n:
         parts = segments(elements, max(1, min(spec["params"]["k"] + 1, elements // n)))
         bcube_multitree(builder, graph, parts)
         return _schedule(graph, size_bytes, dtype, builder, "multitree", style="bcube-levels")

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import networkx as nx
 
+from topology.links import link_rate_mbps
 from traffic.overlay import servers_by_rank
 
 
 def link_capacities(graph: nx.Graph, goodput: float) -> dict[tuple[str, str], float]:
-    """Bit/s of every directed link: its ``bw_mbps`` (or the graph's) times ``goodput``."""
-    default = graph.graph.get("bw_mbps")
+    """Bit/s of every directed link: ``topology.link_rate_mbps`` times ``goodput``."""
     caps = {}
-    for a, b, bw in graph.edges(data="bw_mbps", default=default):
-        if bw is None or not float(bw) > 0:
-            raise ValueError(f"link {a}-{b} has no positive bw_mbps")
-        caps[(a, b)] = caps[(b, a)] = float(bw) * 1e6 * goodput
+    for a, b in graph.edges():
+        caps[(a, b)] = caps[(b, a)] = link_rate_mbps(graph, a, b) * 1e6 * goodput
     return caps
 
 

@@ -13,6 +13,8 @@ from collections import deque
 
 import networkx as nx
 
+from topology.links import link_rate_mbps
+
 #: A server-to-server overlay tree: each server but the root -> (parent server, node path
 #: from the server to its parent).
 Tree = dict[str, tuple[str, tuple[str, ...]]]
@@ -55,10 +57,9 @@ class Router:
         self.rank = {v: r for r, v in enumerate(self.servers)}
         self.load: dict[tuple[str, str], float] = {}
         self._dist: dict[str, dict[str, int]] = {}
-        default = graph.graph.get("bw_mbps", 1.0)
         self.cap = {}
-        for u, v, bw in graph.edges(data="bw_mbps", default=default):
-            self.cap[(u, v)] = self.cap[(v, u)] = float(bw)
+        for u, v in graph.edges():
+            self.cap[(u, v)] = self.cap[(v, u)] = link_rate_mbps(graph, u, v)
 
     def is_server(self, node: str) -> bool:
         """Whether ``node`` is a server."""

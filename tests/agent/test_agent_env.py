@@ -8,7 +8,8 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 import topology
-from agent.env import EnvConfig, TreeSelectionEnv, WorkloadEnv
+from agent.env import TREE_ROWS, EnvConfig, TreeBuildingEnv, WorkloadEnv
+from agent.instances import degrade
 from agent.policy import new_models, run_episode
 from agent.ppo import Rollout
 from traffic.schedule import validate
@@ -21,10 +22,16 @@ def graph():
     return topology.make_graph("bcube", n=2, k=1)
 
 
-def test_check_env_upper(graph):
+FAMILIES = [("bcube", {"n": 2, "k": 1}), ("dcell", {"n": 2, "k": 1}),
+            ("jellyfish", {"switches": 8, "seed": 0})]
+
+
+@pytest.mark.parametrize("family,params", FAMILIES)
+def test_check_env_upper(family, params):
+    graph = topology.make_graph(family, **params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(TreeSelectionEnv(graph, CFG), skip_render_check=True)
+        check_env(TreeBuildingEnv(graph, CFG), skip_render_check=True)
 
 
 def test_check_env_lower(graph):
@@ -33,11 +40,14 @@ def test_check_env_lower(graph):
         check_env(WorkloadEnv(graph, CFG), skip_render_check=True)
 
 
-@pytest.mark.parametrize("family,params", [("bcube", {"n": 2, "k": 1}),
-                                           ("dcell", {"n": 2, "k": 1}),
-                                           ("jellyfish", {"switches": 8, "seed": 0})])
-def test_sampled_policy_respects_masks_and_validates(family, params):
+GRAPHS = [(f, p, d) for f, p in FAMILIES for d in (None, "slow", "failed", "background")]
+
+
+@pytest.mark.parametrize("family,params,degraded", GRAPHS)
+def test_sampled_policy_respects_masks_and_validates(family, params, degraded):
     graph = topology.make_graph(family, **params)
+    if degraded:
+        graph = degrade(graph, degraded, seed=1)
     torch.manual_seed(0)
     upper, lower = new_models(16, CFG.slots, 2.0)
     up, lo = Rollout(), Rollout()
@@ -73,17 +83,61 @@ def test_rounds_never_share_a_directed_link(graph):
 
 
 def test_masked_action_falls_back_and_is_flagged():
-    # DCell(2, 1) has a single cycle, so the second cycle's chain slots are masked.
-    env = TreeSelectionEnv(topology.make_graph("dcell", n=2, k=1), CFG)
+    # The first step offers one row per chunk count; the rows after them are masked.
+    env = TreeBuildingEnv(topology.make_graph("dcell", n=2, k=1), CFG)
     _, info = env.reset(seed=0)
+    assert info["action_mask"].sum() == len(CFG.chunk_options)
     masked = np.flatnonzero(info["action_mask"] == 0)
-    assert masked.size
     _, _, _, _, info = env.step(int(masked[0]))
     assert info["invalid_action"]
 
 
+@pytest.mark.parametrize("option", range(3))
+def test_chunk_count_is_the_first_decision(graph, option):
+    env = TreeBuildingEnv(graph, CFG)
+    _, info = env.reset(seed=0)
+    _, _, done, _, info = env.step(option)
+    steps = 1
+    while not done:
+        _, _, done, _, info = env.step(0)
+        steps += 1
+    per_server = CFG.chunk_options[option]
+    assert info["chunks_per_server"] == per_server
+    # One step per chunk count, then one per server attached to each chunk's tree.
+    assert steps == 1 + per_server * 4 * 3
+    assert len(info["plan"].trees) == per_server * 4
+    validate(info["schedule"], graph)
+
+
+def test_attachment_rows_offer_tip_and_root_hops():
+    graph = topology.make_graph("bcube", n=3, k=1)
+    env = TreeBuildingEnv(graph, CFG)
+    obs, info = env.reset(seed=0)
+    obs, _, _, _, info = env.step(0)
+    for _ in range(3):
+        rows = info["action_mask"].sum()
+        assert 0 < rows <= TREE_ROWS
+        hops = env.offered[:rows]
+        # Every row attaches an outside server to a tree server; ranks are sorted.
+        assert (~env.inside[env.ov.hop_src[hops]]).all() and env.inside[env.ov.hop_dst[hops]].all()
+        assert (np.diff(obs[:rows, 16]) > 0).all()
+        assert obs[:rows, 11].any() and obs[:rows, 1].any()
+        obs, _, _, _, info = env.step(int(rows) - 1)
+
+
+def test_degraded_rates_show_in_the_rows():
+    graph = topology.make_graph("bcube", n=2, k=1)
+    slow = topology.with_link_rates(graph, {("s00", "w0_0"): 2.5})
+    env = TreeBuildingEnv(slow, CFG)
+    assert env.ov.cap_Bps.min() == pytest.approx(2.5e6 / 8)
+    # Column 13 of a hop's row: its slowest link over the fastest link of the graph.
+    crossing = [h for h, p in enumerate(env.ov.hop_path) if "w0_0" in p and "s00" in p]
+    assert env.hop_rate[crossing].min() == pytest.approx(0.25)
+    assert env.hop_rate.max() == pytest.approx(1.0)
+
+
 def test_upper_reward_is_minus_makespan_over_lower_bound(graph):
-    env = TreeSelectionEnv(graph, CFG)
+    env = TreeBuildingEnv(graph, CFG)
     _, info = env.reset(seed=0)
     done = False
     while not done:

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 import topology
-from agent.env import EnvConfig
 from agent.train import TrainConfig, train
 
 
@@ -12,8 +11,8 @@ from agent.train import TrainConfig, train
 def test_same_seed_same_training():
     torch.set_num_threads(1)
     graph = topology.make_graph("bcube", n=2, k=1)
-    cfg = TrainConfig(seed=3, episodes=8, episodes_per_update=4, eval_every=1,
-                      env=EnvConfig(size_bytes=1 << 16))
+    cfg = TrainConfig(seed=3, episodes=8, episodes_per_update=4, eval_every=1, selection=2,
+                      settings=("calibrated 64KiB",))
     runs = [train(graph, cfg, progress=False)[2] for _ in range(2)]
     for a, b in zip(*runs):
         a = {k: v for k, v in a.items() if k != "seconds"}

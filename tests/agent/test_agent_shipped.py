@@ -1,21 +1,26 @@
-"""Every shipped checkpoint still produces a valid schedule as fast as when it was trained."""
+"""The shipped general checkpoint serves graphs it never trained on, degraded ones too."""
 
 import pytest
 
 import topology
-from agent.env import EnvConfig
-from agent.policy import CHECKPOINT_DIR, build_schedule, load_checkpoint
+from agent import schedule_for
+from agent.instances import TEST, TRAIN, degrade, graphs, label
+from agent.policy import GENERAL, load_checkpoint
 from traffic.schedule import validate
 
-SHIPPED = sorted(p.name for p in CHECKPOINT_DIR.glob("*.pt"))
+
+def test_general_checkpoint_lists_only_training_instances():
+    _, _, doc = load_checkpoint(GENERAL)
+    trained = set(doc["meta"]["instances"])
+    assert trained == {label(g) for g in graphs(TRAIN, degraded=True, seed=doc["config"]["seed"])}
+    assert not trained & {label(g) for g in graphs(TEST, degraded=True)}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_checkpoint_reproduces_its_makespan(name):
-    upper, lower, doc = load_checkpoint(CHECKPOINT_DIR / name)
-    spec = doc["spec"]
-    graph = topology.make_graph(spec["family"], bw_mbps=doc["bw_mbps"], **spec["params"])
-    schedule, makespan = build_schedule(graph, upper, lower, EnvConfig(**doc["config"]["env"]))
-    validate(schedule, graph)
-    assert makespan <= doc["meta"]["greedy_makespan_s"] * (1 + 1e-9)
+@pytest.mark.parametrize("family,params", [TEST[0], TEST[3], TEST[5]])
+def test_general_checkpoint_schedules_an_unseen_instance(family, params):
+    graph = topology.make_graph(family, **params)
+    for g in (graph, degrade(graph, "failed", seed=7)):
+        schedule = schedule_for(g, g.graph["spec"], 1_000_000, seed=0)
+        validate(schedule, g)
+        assert schedule.algo == "drl" and schedule.meta["checkpoint"] == GENERAL.name
+        assert schedule.meta["simulated_makespan_s"] > 0

@@ -1,0 +1,93 @@
+"""Link facts written once: the rate a schedule can use on a link, and degraded copies of a
+graph (slow links, a failed link, background load) expressed as edge attributes.
+
+Edge attributes (see docs/design.md, "Link attributes"):
+
+- ``bw_mbps``: the link's rate, Mbit/s each direction (default: the graph's ``bw_mbps``);
+- ``background_mbps``: steady traffic of someone else on the link, Mbit/s each direction
+  (default 0); a schedule can use ``bw_mbps - background_mbps``;
+- a failed link is not in the graph.
+
+Pure: networkx only.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+
+def link_rate_mbps(graph: nx.Graph, a: str, b: str) -> float:
+    """Mbit/s a schedule can use on link a-b, each direction: its ``bw_mbps`` (or the
+    graph's) minus its ``background_mbps``. ValueError naming the link when it is not a
+    link or nothing is left.
+
+    >>> from topology import make_graph
+    >>> g = make_graph("bcube", n=2, k=1)
+    >>> link_rate_mbps(g, "s00", "w0_0")
+    10.0
+    >>> link_rate_mbps(with_background(g, {("s00", "w0_0"): 4.0}), "s00", "w0_0")
+    6.0
+    """
+    data = graph.get_edge_data(a, b)
+    if data is None:
+        raise ValueError(f"{a}-{b} is not a link")
+    bw = data.get("bw_mbps", graph.graph.get("bw_mbps"))
+    if bw is None or not float(bw) > 0:
+        raise ValueError(f"link {a}-{b} has no positive bw_mbps")
+    rate = float(bw) - float(data.get("background_mbps", 0.0))
+    if not rate > 0:
+        raise ValueError(f"link {a}-{b}: background_mbps leaves no capacity")
+    return rate
+
+
+def _edge(graph: nx.Graph, link: tuple[str, str]) -> tuple[str, str]:
+    if not graph.has_edge(*link):
+        raise ValueError(f"{link[0]}-{link[1]} is not a link")
+    return link
+
+
+def _degraded(graph: nx.Graph, note: str) -> nx.Graph:
+    out = graph.copy()
+    out.graph["degraded"] = [*graph.graph.get("degraded", []), note]
+    return out
+
+
+def with_link_rates(graph: nx.Graph, rates: dict[tuple[str, str], float]) -> nx.Graph:
+    """A copy of ``graph`` whose listed links run at the given Mbit/s."""
+    out = _degraded(graph, "rates " + ", ".join(f"{a}-{b}={r:g}" for (a, b), r in rates.items()))
+    for link, rate in rates.items():
+        if not float(rate) > 0:
+            raise ValueError(f"link {link[0]}-{link[1]}: rate must be > 0, got {rate!r}")
+        out.edges[_edge(graph, link)]["bw_mbps"] = float(rate)
+    return out
+
+
+def with_background(graph: nx.Graph, loads: dict[tuple[str, str], float]) -> nx.Graph:
+    """A copy of ``graph`` with steady background traffic (Mbit/s each direction) on the
+    listed links."""
+    out = _degraded(graph, "background " + ", ".join(f"{a}-{b}={r:g}"
+                                                     for (a, b), r in loads.items()))
+    for link, load in loads.items():
+        out.edges[_edge(graph, link)]["background_mbps"] = float(load)
+        link_rate_mbps(out, *link)
+    return out
+
+
+def without_link(graph: nx.Graph, a: str, b: str) -> nx.Graph:
+    """A copy of ``graph`` without link a-b; ValueError when that disconnects it."""
+    out = _degraded(graph, f"failed {a}-{b}")
+    out.remove_edge(*_edge(graph, (a, b)))
+    if not nx.is_connected(out):
+        raise ValueError(f"removing {a}-{b} disconnects the network")
+    return out
+
+
+def fingerprint(graph: nx.Graph) -> tuple:
+    """A hashable key that changes with the graph's spec, links and their rates (what
+    caches of per-graph tables key on)."""
+    spec = graph.graph.get("spec") or {}
+    edges = tuple(sorted((min(a, b), max(a, b), float(d.get("bw_mbps", 0.0)),
+                          float(d.get("background_mbps", 0.0)))
+                         for a, b, d in graph.edges(data=True)))
+    return (spec.get("family"), repr(sorted((spec.get("params") or {}).items())),
+            float(graph.graph.get("bw_mbps") or 0.0), edges)
