@@ -26,6 +26,7 @@ import numpy as np
 
 from agent.trees import Overlay, Tree
 from traffic.schedule import DTYPES, Schedule, Transfer, segments
+from traffic.trees import reduce_broadcast
 
 
 @dataclass(frozen=True)
@@ -96,20 +97,16 @@ class Plan:
             for c in kids[v]:
                 depth[c] = depth[v] + 1
         bcast_len = max(height.values()) - 1
-        up: dict[int, int] = {}
-        for v in reversed(order):
-            if v == tree.root:
-                continue
-            deps = tuple(up[c] for c in kids[v])
-            # Reduce of v, then the rest of the reduce to the root, then the full broadcast.
-            tail = depth[v] + bcast_len
-            up[v] = self._add(v, tree.parent[v], chunk, "reduce", tree.hop[v], deps, tail)
-        down: dict[int, int] = {}
-        for v in order:
-            have = tuple(up[c] for c in kids[v]) if v == tree.root else (down[v],)
-            for c in kids[v]:
-                hop = int(ov.reverse[tree.hop[c]])
-                down[c] = self._add(v, c, chunk, "copy", hop, have, height[c])
+
+        def add(src: int, dst: int, op: str, deps: list[int]) -> int:
+            if op == "reduce":
+                # Reduce of src, the rest of the reduce to the root, the full broadcast.
+                return self._add(src, dst, chunk, op, tree.hop[src], tuple(deps),
+                                 depth[src] + bcast_len)
+            return self._add(src, dst, chunk, op, int(ov.reverse[tree.hop[dst]]), tuple(deps),
+                             height[dst])
+
+        reduce_broadcast(order, dict(enumerate(kids)), tree.root, add)
 
     def _add(self, src: int, dst: int, chunk: int, op: str, hop: int, deps: tuple[int, ...],
              tail: int) -> int:

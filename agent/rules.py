@@ -16,6 +16,8 @@ Pure: no torch.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import networkx as nx
 import numpy as np
 
@@ -55,8 +57,7 @@ def rule_schedule(graph: nx.Graph, cfg: EnvConfig, rule: str,
     """(Schedule, simulated makespan) of hand rule ``rule`` at ``per_server`` chunks per
     server, ordered by the FIFO lower level."""
     if rule == "greedy":
-        env = TreeBuildingEnv(graph, EnvConfig(**{**cfg.__dict__,
-                                                   "chunk_options": (per_server,)}))
+        env = TreeBuildingEnv(graph, replace(cfg, chunk_options=(per_server,)))
         _, info = env.reset()
         done = False
         while not done:

@@ -9,7 +9,7 @@ that read it, through the chain reduce -> root -> broadcast.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from traffic.overlay import Router, Tree, children_of, spt_tree
 from traffic.schedule import Transfer, segments
@@ -31,6 +31,39 @@ class Builder:
         return tid
 
 
+def reduce_broadcast(order: Sequence[Hashable], children: dict, root: Hashable,
+                     add: Callable[[Hashable, Hashable, str, list[int]], int]) -> None:
+    """The one rule that turns a tree into dependent transfers (baselines and the learned
+    scheduler both call it). ``order`` lists the tree's servers parents before children,
+    ``children[v]`` the children of v. Calls ``add(src, dst, op, deps)`` (returning the new
+    transfer's id) for every server's reduce to its parent, leaves first, depending on its
+    children's reduces; then for every copy down, the root first, the root's copies
+    depending on every reduce into it and any other server's on the copy it received.
+
+    >>> calls = []
+    >>> def add(src, dst, op, deps):
+    ...     calls.append((src, dst, op, deps))
+    ...     return len(calls) - 1
+    >>> reduce_broadcast(["r", "a", "b"], {"r": ["a"], "a": ["b"], "b": []}, "r", add)
+    >>> for call in calls:
+    ...     print(call)
+    ('b', 'a', 'reduce', [])
+    ('a', 'r', 'reduce', [0])
+    ('r', 'a', 'copy', [1])
+    ('a', 'b', 'copy', [2])
+    """
+    parent = {c: v for v in order for c in children[v]}
+    up: dict = {}
+    for v in reversed(order):
+        if v != root:
+            up[v] = add(v, parent[v], "reduce", [up[c] for c in children[v]])
+    down: dict = {}
+    for v in order:
+        have = [up[c] for c in children[v]] if v == root else [down[v]]
+        for c in children[v]:
+            down[c] = add(v, c, "copy", have)
+
+
 def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
               chunks: int = 1) -> None:
     """Reduce elements [offset, offset + count) up ``tree`` to ``root`` and broadcast them
@@ -46,20 +79,20 @@ def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
     last_down: dict[str, int] = {}
     for off, cnt in segments(count, max(1, min(chunks, count))):
         off += offset
-        up: dict[str, int] = {}
-        for v in reversed(order):
-            if v == root:
-                continue
-            parent, path = tree[v]
-            deps = [up[c] for c in children[v]] + [last_up.get(v)]
-            up[v] = last_up[v] = builder.add(v, parent, off, cnt, "reduce", path, deps)
-        down: dict[str, int] = {}
-        for v in order:
-            have = [up[c] for c in children[v]] if v == root else [down[v]]
-            for c in children[v]:
-                path = tree[c][1][::-1]
-                down[c] = last_down[c] = builder.add(v, c, off, cnt, "copy", path,
-                                                     have + [last_down.get(c)])
+
+        def add(src: str, dst: str, op: str, deps: list[int], off: int = off,
+                cnt: int = cnt) -> int:
+            # One message in flight per link: also wait for the previous piece on it.
+            if op == "reduce":
+                tid = builder.add(src, dst, off, cnt, op, tree[src][1], deps + [last_up.get(src)])
+                last_up[src] = tid
+            else:
+                tid = builder.add(src, dst, off, cnt, op, tree[dst][1][::-1],
+                                  deps + [last_down.get(dst)])
+                last_down[dst] = tid
+            return tid
+
+        reduce_broadcast(order, children, root, add)
 
 
 def tree_packing(router: Router, count: int) -> list[tuple[str, Tree]]:

@@ -16,7 +16,7 @@ def test_general_checkpoint_lists_only_training_instances():
     assert not trained & {label(g) for g in graphs(TEST, degraded=True)}
 
 
-@pytest.mark.parametrize("family,params", [TEST[0], TEST[3], TEST[5]])
+@pytest.mark.parametrize("family,params", [TEST[0], TEST[3], TEST[6]])
 def test_general_checkpoint_schedules_an_unseen_instance(family, params):
     graph = topology.make_graph(family, **params)
     for g in (graph, degrade(graph, "failed", seed=7)):
