@@ -7,6 +7,7 @@ network is the same size on every topology and ranks any number of candidates.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -68,3 +69,30 @@ def fifo_prior(slots: int, strength: float) -> torch.Tensor:
     prior = -strength * torch.arange(slots + 1, dtype=torch.float32)
     prior[slots] = -2.0 * strength
     return prior
+
+
+class GreedyScorer:
+    """The argmax of a RowScorer's masked logits in numpy (float32), for deterministic
+    rollouts without recording: the same computation as ``RowScorer.forward`` without
+    torch's per-call overhead. Built from the model's weights at construction."""
+
+    def __init__(self, model: RowScorer) -> None:
+        with torch.no_grad():
+            first, second = model.embed[0], model.embed[2]
+            self.w1 = first.weight.numpy().T.copy()
+            self.b1 = first.bias.numpy().copy()
+            self.w2 = second.weight.numpy().T.copy()
+            self.b2 = second.bias.numpy().copy()
+            self.w3 = model.score.weight.numpy()[0].copy()
+            self.b3 = float(model.score.bias.numpy()[0])
+            self.prior = model.prior.numpy().copy()
+        self.rank_col = model.rank_col
+        self.rank_strength = np.float32(model.rank_strength)
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        """The best legal row."""
+        h = np.tanh(np.tanh(obs @ self.w1 + self.b1) @ self.w2 + self.b2)
+        logits = h @ self.w3 + self.b3 + self.prior
+        if self.rank_strength:
+            logits = logits - self.rank_strength * obs[:, self.rank_col]
+        return int(np.argmax(np.where(mask.astype(bool), logits, MASKED_LOGIT)))

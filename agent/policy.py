@@ -10,7 +10,7 @@ import networkx as nx
 import torch
 
 from agent.env import F_LO, F_UP, RANK_COL, TREE_ROWS, EnvConfig, TreeBuildingEnv, WorkloadEnv
-from agent.networks import RowScorer, fifo_prior
+from agent.networks import GreedyScorer, RowScorer, fifo_prior
 from agent.ppo import Rollout, act
 from simulator import CALIBRATED, CostModel
 from traffic.schedule import Schedule
@@ -36,6 +36,7 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
     scheduler = None
     if lower is not None:
         lower_env = WorkloadEnv(graph, cfg)
+        fast_lower = GreedyScorer(lower) if greedy and lower_ro is None else None
 
         def scheduler(plan):
             obs, info = lower_env.reset(options={"plan": plan,
@@ -43,7 +44,10 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
             done, reward = False, 0.0
             while not done:
                 mask = info["action_mask"]
-                a, logp, v = act(lower, obs, mask, greedy, generator)
+                if fast_lower is not None:
+                    a = fast_lower(obs, mask)
+                else:
+                    a, logp, v = act(lower, obs, mask, greedy, generator)
                 if lower_ro is not None:
                     lower_ro.add(obs, mask, a, logp, v)
                 obs, reward, done, _, info = lower_env.step(a)
@@ -54,10 +58,15 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
             return lower_env.rounds_result
 
     env = TreeBuildingEnv(graph, cfg, scheduler=scheduler, reference_s=reference_s)
+    fast_upper = GreedyScorer(upper) if greedy and upper_ro is None else None
     obs, info = env.reset()
     done, reward = False, 0.0
     while not done:
         mask = info["action_mask"]
+        if fast_upper is not None:
+            a = fast_upper(obs, mask)
+            obs, reward, done, _, info = env.step(a)
+            continue
         a, logp, v = act(upper, obs, mask, greedy, generator)
         if upper_ro is not None:
             upper_ro.add(obs, mask, a, logp, v)

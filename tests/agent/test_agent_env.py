@@ -169,3 +169,21 @@ def test_keep_better_takes_the_dependency_only_schedule_where_rounds_lose(graph,
             assert info["makespan_s"] == pytest.approx(dependency_only_s / 2)
         else:
             assert info["makespan_s"] != pytest.approx(dependency_only_s / 2)
+
+
+def test_numpy_greedy_scorer_matches_torch():
+    from agent.networks import GreedyScorer
+    from agent.ppo import act
+
+    torch.manual_seed(2)
+    rng = np.random.default_rng(2)
+    for model in new_models(32, CFG.slots, 2.0, 0.5):
+        with torch.no_grad():  # make the learned part matter next to the priors
+            model.score.weight.mul_(300.0)
+        fast = GreedyScorer(model)
+        rows = model.prior.shape[0]
+        for _ in range(50):
+            obs = rng.random((rows, model.n_features), dtype=np.float32)
+            mask = (rng.random(rows) < 0.6).astype(np.int8)
+            mask[rng.integers(rows)] = 1
+            assert fast(obs, mask) == act(model, obs, mask, True)[0]
