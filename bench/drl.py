@@ -1,6 +1,7 @@
 """Ablation of the learned scheduler on the test split only (instances training never saw).
 
-``python bench/drl.py [--checkpoint F] [--no-degraded] [--max-servers N] [--json FILE]``
+``python bench/drl.py [--checkpoint F] [--no-degraded] [--min-servers N] [--max-servers N]
+[--json FILE]``
 
 For every test instance of ``agent.instances.TEST`` (and its degraded copies) under every
 setting of ``agent.instances.SETTINGS`` it prints the simulated makespan, as a multiple of
@@ -43,6 +44,7 @@ def main() -> int:
     parser.add_argument("--checkpoint", default=str(GENERAL), help="the learned policy")
     parser.add_argument("--no-degraded", action="store_true", help="intact test graphs only")
     parser.add_argument("--max-servers", type=int, default=64, help="skip larger instances")
+    parser.add_argument("--min-servers", type=int, default=0, help="skip smaller instances")
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -57,7 +59,7 @@ def main() -> int:
           f"{'altern':>6} {'star':>6} | " + " ".join(f"{a[:7]:>7}" for a in REFERENCE_BASELINES)
           + f" | {'bound':>6} {'optim':>6}")
     for graph in graphs(TEST, degraded=not args.no_degraded):
-        if server_count(graph) > args.max_servers:
+        if not args.min_servers <= server_count(graph) <= args.max_servers:
             continue
         for setting in SETTINGS:
             cfg = policy_config(doc, setting.size_bytes, setting.cost)
