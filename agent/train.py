@@ -271,7 +271,7 @@ def main() -> int:
                         help="stop once the greedy makespan is within R references")
     parser.add_argument("--instances", metavar="LIST",
                         help='train on these instances instead of the training split, e.g. '
-                        '"bcube:n=4,k=1 dcell:n=4,k=1 jellyfish:seed=0"')
+                        '"bcube:n=3,k=1 dcell:n=2,k=1 jellyfish:seed=5"')
     parser.add_argument("--no-degraded", action="store_true",
                         help="without the degraded copies of the training split")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
