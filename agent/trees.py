@@ -1,4 +1,5 @@
-"""Candidate aggregation trees over any topology graph.
+"""Aggregation trees over any topology graph: the overlay the learned policy grows its trees
+on, and the trees of the hand rules it is compared with (``agent.rules``).
 
 A tree spans the servers; each of its edges is a server-to-server *hop* routed on a concrete
 node path of the graph (``topology.paths``). A chunk of the buffer is reduced up its tree to
@@ -7,7 +8,7 @@ directed links once per direction.
 
 ``Overlay`` interns every hop path once (a padded table of directed-link ids, as the
 simulator does) so that growing a tree against the current link loads is a few numpy
-operations. Candidate families, all topology-agnostic:
+operations. Hand-rule trees, all topology-agnostic:
 
 - ``greedy``: Prim's tree, each step attaching the server whose hop leaves the smallest peak
   directed-link load (plus a per-link and a per-depth penalty: several weightings);
