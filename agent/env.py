@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gymnasium as gym
 import networkx as nx
@@ -107,6 +107,10 @@ class EnvConfig:
     def cost(self) -> CostModel:
         """The simulator's cost model (validates it)."""
         return CostModel(self.startup_s, self.hop_latency_s, self.goodput)
+
+    def at(self, size_bytes: int, cost: CostModel) -> EnvConfig:
+        """This config for a buffer of ``size_bytes`` under the cost model ``cost``."""
+        return replace(self, size_bytes=int(size_bytes), **cost.kwargs())
 
 
 Scheduler = Callable[[Plan], tuple[Schedule, float]]

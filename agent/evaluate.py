@@ -14,7 +14,8 @@ import json
 import networkx as nx
 
 from agent.policy import GENERAL, build_schedule, load_checkpoint, policy_config
-from simulator import CALIBRATED, CostModel, lower_bound, packing_bound, simulate
+from agent.rules import baseline_makespans
+from simulator import BANDWIDTH_ONLY, CALIBRATED, CostModel, lower_bound, packing_bound
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from traffic.collectives import BASELINES
 from traffic.schedule import validate
@@ -24,24 +25,17 @@ PROG = "python -m agent.evaluate"
 
 def evaluate(graph: nx.Graph, checkpoint: str | None = None, size_bytes: int | None = None,
              samples: int = 0, seed: int = 0, baselines: tuple[str, ...] = BASELINES,
-             startup_s: float | None = None, hop_latency_s: float | None = None,
-             goodput: float = 1.0) -> list[dict]:
+             cost: CostModel = BANDWIDTH_ONLY) -> list[dict]:
     """Rows ``{"algo", "makespan_s", "ratio_to_lower_bound", "ratio_to_optimum"}``: the DRL
     schedule (validated), each baseline, the lower bound and the packing optimum
-    (``simulator.packing_bound``) themselves."""
-    from traffic.collectives import build
-
+    (``simulator.packing_bound``) themselves, all under the cost model ``cost``."""
     upper, lower, doc = load_checkpoint(checkpoint or GENERAL)
-    cost = CostModel(startup_s or 0.0, hop_latency_s or 0.0, goodput)
     cfg = policy_config(doc, size_bytes or 8 * 2**20, cost)
     schedule, makespan = build_schedule(graph, upper, lower, cfg, samples=samples, seed=seed)
     validate(schedule, graph)
-    rows = [("drl", makespan)]
-    for algo in baselines:
-        other = build(algo, graph, cfg.size_bytes, cfg.dtype)
-        rows.append((algo, simulate(graph, other, **cost.kwargs()).makespan_s))
-    lb = lower_bound(graph, cfg.size_bytes, goodput=goodput)
-    optimum = packing_bound(graph, cfg.size_bytes, goodput=goodput)
+    rows = [("drl", makespan), *baseline_makespans(graph, cfg, baselines).items()]
+    lb = lower_bound(graph, cfg.size_bytes, goodput=cost.goodput)
+    optimum = packing_bound(graph, cfg.size_bytes, goodput=cost.goodput)
     rows += [("lower-bound", lb), ("optimum", optimum)]
     return [{"algo": a, "makespan_s": m, "ratio_to_lower_bound": m / lb,
              "ratio_to_optimum": m / optimum} for a, m in rows]
@@ -76,8 +70,7 @@ def main() -> int:
     cost = (CALIBRATED if args.calibrated else
             CostModel(args.startup_s or 0.0, args.hop_latency_s or 0.0, args.goodput))
     rows = evaluate(graph, args.checkpoint, args.size_bytes, args.samples, args.sample_seed,
-                    startup_s=cost.startup_s, hop_latency_s=cost.hop_latency_s,
-                    goodput=cost.goodput)
+                    cost=cost)
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -129,8 +129,7 @@ def build_schedule(graph: nx.Graph, upper: RowScorer, lower: RowScorer, cfg: Env
 
 def policy_config(doc: dict, size_bytes: int, cost: CostModel = CALIBRATED) -> EnvConfig:
     """The EnvConfig a checkpoint runs with for a buffer of ``size_bytes`` under ``cost``."""
-    return EnvConfig(**{**doc["config"]["env"], "size_bytes": int(size_bytes),
-                        **cost.kwargs()})
+    return EnvConfig(**doc["config"]["env"]).at(size_bytes, cost)
 
 
 def schedule_for(graph: nx.Graph, spec: dict, size_bytes: int, seed: int = 0,

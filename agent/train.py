@@ -137,8 +137,7 @@ def config_from_file(path: str, **overrides) -> TrainConfig:
 def episode_config(cfg: TrainConfig, setting: str) -> EnvConfig:
     """The EnvConfig of one episode: ``cfg.env`` with the setting's size and costs."""
     found = next(s for s in SETTINGS if s.name == setting)
-    return EnvConfig(**{**asdict(cfg.env), "size_bytes": found.size_bytes,
-                        **found.cost.kwargs()})
+    return cfg.env.at(found.size_bytes, found.cost)
 
 
 class References:
