@@ -8,12 +8,37 @@ Edge attributes (see docs/design.md, "Link attributes"):
   (default 0); a schedule can use ``bw_mbps - background_mbps``;
 - a failed link is not in the graph.
 
+Graph attributes (network conditions a run applies; the simulator and the emulation read them):
+
+- ``servers_relay``: whether servers forward traffic for others (see ``relays``);
+- ``background_flows``: steady flows of someone else, a list of ``{"src", "dst", "mbps",
+  "path"}``; each also counts in the ``background_mbps`` of every link of its path, so a
+  scheduler sees the rate left, while the simulator and the emulation run it as a real flow;
+- ``link_failures``: links that go down during the run, a list of ``{"link": [a, b],
+  "at_s"}``; traffic then takes ``topology.backup_path``.
+
 Pure: networkx only.
 """
 
 from __future__ import annotations
 
 import networkx as nx
+
+
+def relays(graph: nx.Graph) -> bool:
+    """Whether servers forward traffic for other servers: the graph's ``servers_relay``
+    attribute where set (topology files), else yes in BCube, DCell and spec-less graphs, no
+    in switch-centric families such as Jellyfish.
+
+    >>> from topology import make_graph
+    >>> relays(make_graph("bcube", n=2, k=1)), relays(make_graph("jellyfish"))
+    (True, False)
+    """
+    flag = graph.graph.get("servers_relay")
+    if flag is not None:
+        return bool(flag)
+    spec = graph.graph.get("spec")
+    return spec is None or spec.get("family") in ("bcube", "dcell")
 
 
 def link_rate_mbps(graph: nx.Graph, a: str, b: str) -> float:
@@ -82,6 +107,55 @@ def without_link(graph: nx.Graph, a: str, b: str) -> nx.Graph:
     return out
 
 
+def background_flows(graph: nx.Graph) -> list[dict]:
+    """The graph's background flows: ``{"src", "dst", "mbps", "path"}`` each."""
+    return list(graph.graph.get("background_flows", []))
+
+
+def with_background_flow(graph: nx.Graph, src: str, dst: str, mbps: float) -> nx.Graph:
+    """A copy of ``graph`` with a steady flow of ``mbps`` Mbit/s from server ``src`` to
+    server ``dst`` on its first routing path (``topology.paths``); every link of the path
+    gains ``mbps`` of ``background_mbps``. ValueError naming the flow when it leaves a link
+    no capacity.
+    """
+    from topology.routing import paths
+
+    if not (float(mbps) > 0 and float(mbps) < float("inf")):
+        raise ValueError(f"background {src}:{dst}: rate must be > 0, got {mbps!r}")
+    path = paths(graph, src, dst)[0]
+    out = _degraded(graph, f"flow {src}:{dst}={float(mbps):g}")
+    out.graph["background_flows"] = [*background_flows(graph), {
+        "src": src, "dst": dst, "mbps": float(mbps), "path": list(path)}]
+    for a, b in zip(path, path[1:]):
+        data = out.edges[a, b]
+        data["background_mbps"] = float(data.get("background_mbps", 0.0)) + float(mbps)
+        try:
+            link_rate_mbps(out, a, b)
+        except ValueError:
+            raise ValueError(f"background {src}:{dst}={float(mbps):g} leaves link {a}-{b} "
+                             "no capacity") from None
+    return out
+
+
+def link_failures(graph: nx.Graph) -> list[dict]:
+    """The links that go down during the run: ``{"link": [a, b], "at_s"}`` each, by time."""
+    return sorted(graph.graph.get("link_failures", []), key=lambda f: f["at_s"])
+
+
+def with_link_failure(graph: nx.Graph, a: str, b: str, at_s: float) -> nx.Graph:
+    """A copy of ``graph`` whose link a-b goes down ``at_s`` seconds into the run (the link
+    stays in the graph: schedulers do not know the future). ValueError when a-b is not a
+    link, the time is negative, or losing the link would disconnect the network."""
+    _edge(graph, (a, b))
+    if not (float(at_s) >= 0 and float(at_s) < float("inf")):
+        raise ValueError(f"link {a}-{b}: failure time must be >= 0 s, got {at_s!r}")
+    without_link(graph, a, b)  # refuses a failure that disconnects the network
+    out = _degraded(graph, f"fails {a}-{b}@{float(at_s):g}s")
+    out.graph["link_failures"] = [*link_failures(graph),
+                                  {"link": [a, b], "at_s": float(at_s)}]
+    return out
+
+
 def fingerprint(graph: nx.Graph) -> tuple:
     """A hashable key that changes with the graph's spec, links and their rates (what
     caches of per-graph tables key on)."""
@@ -90,4 +164,4 @@ def fingerprint(graph: nx.Graph) -> tuple:
                           float(d.get("background_mbps", 0.0)))
                          for a, b, d in graph.edges(data=True)))
     return (spec.get("family"), repr(sorted((spec.get("params") or {}).items())),
-            float(graph.graph.get("bw_mbps") or 0.0), edges)
+            float(graph.graph.get("bw_mbps") or 0.0), edges, relays(graph))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections import deque
+from collections.abc import Sequence
 
 import networkx as nx
 
 from topology.bcube import build_path_set
 from topology.dcell import dcell_routing
+from topology.links import relays
 
 
 def servers(graph: nx.Graph) -> list[str]:
@@ -22,9 +25,9 @@ def switches(graph: nx.Graph) -> list[str]:
 
 
 def _relay_graph(graph: nx.Graph, src: str, dst: str) -> nx.Graph:
-    """The graph in which paths from src to dst may be searched: in switch-centric networks
-    (Jellyfish) servers do not relay, so other servers are left out."""
-    if graph.graph["spec"]["family"] in ("bcube", "dcell"):
+    """The graph in which paths from src to dst may be searched: where servers do not relay
+    (switch-centric networks such as Jellyfish) other servers are left out."""
+    if relays(graph):
         return graph
     keep = [v for v, role in graph.nodes(data="role") if role == "switch" or v in (src, dst)]
     return graph.subgraph(keep)
@@ -80,3 +83,59 @@ def paths(graph: nx.Graph, src: str, dst: str, k: int = 1) -> list[list[str]]:
             if len(out) == k:
                 break
     return out
+
+
+def backup_path(graph: nx.Graph, path: Sequence[str], a: str, b: str) -> tuple[str, ...] | None:
+    """The path the traffic of ``path`` takes once link a-b is down.
+
+    Unchanged when the path does not cross a-b. Else repaired at the nearest node before
+    the link that has a detour (at the node right before it, this is what an OpenFlow
+    fast-failover group does; further back, a controller re-route): the path up to that
+    node, then the shortest detour that avoids the link, the nodes already crossed and
+    (where servers do not relay) other servers, to the first later node of the path it
+    meets, then the rest of the path. Breadth-first with neighbours by name, so ties are
+    deterministic. None when no detour exists.
+
+    >>> from topology.bcube import bcube_graph
+    >>> g = bcube_graph(2, 1)
+    >>> backup_path(g, ("s00", "w0_0", "s01"), "s00", "w0_0")
+    ('s00', 'w1_0', 's10', 'w0_1', 's11', 'w1_1', 's01')
+    >>> backup_path(g, ("s00", "w0_0", "s01"), "w0_0", "s01")  # no way on from w0_0
+    ('s00', 'w1_0', 's10', 'w0_1', 's11', 'w1_1', 's01')
+    """
+    path = tuple(path)
+    hops = list(zip(path, path[1:]))
+    if (a, b) in hops:
+        i = hops.index((a, b))
+    elif (b, a) in hops:
+        i = hops.index((b, a))
+    else:
+        return path
+    dst, rest = path[-1], path[i + 1:]
+    later = {n: k for k, n in enumerate(rest)}
+    relay = relays(graph)
+    roles = nx.get_node_attributes(graph, "role")
+    for j in range(i, -1, -1):
+        u, blocked = path[j], set(path[:j])
+        parent = {u: None}
+        queue = deque([u])
+        join = None
+        while queue and join is None:
+            x = queue.popleft()
+            for y in sorted(graph.neighbors(x)):
+                if y in parent or y in blocked or {x, y} == {a, b}:
+                    continue
+                if y != dst and not relay and roles.get(y) == "server":
+                    continue
+                parent[y] = x
+                if y in later:
+                    join = y
+                    break
+                queue.append(y)
+        if join is None:
+            continue
+        detour = [join]
+        while detour[-1] != u:
+            detour.append(parent[detour[-1]])
+        return path[:j] + tuple(reversed(detour)) + rest[later[join] + 1:]
+    return None
