@@ -21,13 +21,12 @@ from pathlib import Path
 
 import networkx as nx
 
+from topology.links import relays
+
 SCHEMA = 1
 
 #: Linux interface names (and so OVS bridge names) hold at most 15 characters.
 IFNAMSIZ = 15
-
-#: Families whose servers relay traffic: each server gets its own datapath holding its NICs.
-SERVER_CENTRIC = ("bcube", "dcell")
 
 
 @dataclass(frozen=True)
@@ -139,8 +138,9 @@ def host_mac(rank: int) -> str:
 
 
 def server_centric(graph: nx.Graph) -> bool:
-    """True when servers relay (BCube, DCell): each server then is a host plus a datapath."""
-    return graph.graph.get("spec", {}).get("family") in SERVER_CENTRIC
+    """True when servers relay (``topology.links.relays``): each server then is a host plus
+    a datapath."""
+    return relays(graph)
 
 
 def layout(graph: nx.Graph) -> Topology:

@@ -24,6 +24,7 @@ from typing import Any
 import networkx as nx
 
 from simulator import lower_bound, packing_bound, simulate
+from topology.links import relays
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from traffic.collectives import BASELINES, build
 from traffic.runner import WorkerError, run_workers
@@ -122,7 +123,7 @@ def make_schedule(name: str, graph: nx.Graph, size_bytes: int, dtype: str) -> Sc
 def offered_load_mbps(schedule: Schedule, graph: nx.Graph, makespan_s: float) -> float:
     """Average traffic the emulated datapaths forward while the schedule runs (bytes times
     the number of datapaths each crosses, over the simulated makespan)."""
-    relay = graph.graph["spec"]["family"] in ("bcube", "dcell")
+    relay = relays(graph)
     bits = 0.0
     for t in schedule.transfers:
         hops = sum(1 for v in t.path if relay or graph.nodes[v]["role"] == "switch")

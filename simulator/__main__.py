@@ -14,9 +14,15 @@ import math
 
 from simulator import lower_bound, packing_bound, simulate
 from topology import from_spec
-from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
+from topology.cli import (
+    ArgumentParser,
+    add_topology_args,
+    graph_from_args,
+    run,
+    with_conditions,
+)
 from traffic.collectives import ALGORITHMS, build
-from traffic.schedule import DTYPES, Schedule, validate
+from traffic.schedule import DTYPES, ScheduleError, read_schedule, validate
 
 PROG = "python -m simulator"
 
@@ -46,7 +52,8 @@ def _parser() -> ArgumentParser:
                         help="element type (default float32)")
     parser.add_argument("--schedule", metavar="FILE",
                         help="simulate this Schedule JSON instead of building one; the "
-                             "topology comes from the schedule, the link rate from --bw-mbps")
+                             "topology comes from --topo/--topo-file, else from the "
+                             "schedule's own spec (generated families only)")
     parser.add_argument("--validate", action="store_true",
                         help="also validate built schedules (files are always validated)")
     parser.add_argument("--startup-s", type=float, default=0.0,
@@ -63,18 +70,19 @@ def main() -> int:
     """Entry point of ``python -m simulator``."""
     args = _parser().parse_args()
     if args.schedule:
+        schedule = read_schedule(args.schedule)
+        if args.topo or args.topo_file:
+            graph = graph_from_args(args)
+        elif schedule.topology.get("family") in ("bcube", "dcell", "jellyfish"):
+            graph = with_conditions(from_spec(schedule.topology, bw_mbps=args.bw_mbps), args)
+        else:
+            raise ValueError(f"--schedule {args.schedule} was made for "
+                             f"{schedule.topology.get('family')!r} topology "
+                             f"{schedule.topology.get('params')}; give its --topo-file")
         try:
-            with open(args.schedule, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise ValueError(f"cannot read --schedule {args.schedule}: {exc.strerror}") \
-                from None
-        schedule = Schedule.from_json(text)
-        if schedule.topology.get("family") == "custom":
-            raise ValueError("--schedule was made for a custom graph; only bcube, dcell and "
-                             "jellyfish schedules can be rebuilt from their topology")
-        graph = from_spec(schedule.topology, bw_mbps=args.bw_mbps)
-        validate(schedule, graph)
+            validate(schedule, graph)
+        except ScheduleError as exc:
+            raise ValueError(f"--schedule {args.schedule}: {exc}") from None
         jobs = [(schedule.algo or "schedule", schedule)]
         size = schedule.size_bytes
     else:

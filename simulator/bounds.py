@@ -6,7 +6,7 @@ import networkx as nx
 
 from topology.links import link_rate_mbps
 from traffic.cuts import packing_rate
-from traffic.overlay import servers_by_rank
+from topology.routing import servers as servers_by_rank
 
 
 def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> float:

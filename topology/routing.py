@@ -15,7 +15,8 @@ from topology.links import relays
 
 def servers(graph: nx.Graph) -> list[str]:
     """The graph's servers, ordered by rank."""
-    found = [(data["rank"], v) for v, data in graph.nodes(data=True) if data["role"] == "server"]
+    found = [(data["rank"], v) for v, data in graph.nodes(data=True)
+             if data.get("role") == "server"]
     return [v for _, v in sorted(found)]
 
 

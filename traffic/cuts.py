@@ -9,7 +9,7 @@ from __future__ import annotations
 import networkx as nx
 
 from topology.links import link_rate_mbps
-from traffic.overlay import servers_by_rank
+from topology.routing import servers as servers_by_rank
 
 
 def link_capacities(graph: nx.Graph, goodput: float) -> dict[tuple[str, str], float]:

@@ -13,25 +13,12 @@ from collections import deque
 
 import networkx as nx
 
-from topology.links import link_rate_mbps
+from topology.links import link_rate_mbps, relays
+from topology.routing import servers as servers_by_rank
 
 #: A server-to-server overlay tree: each server but the root -> (parent server, node path
 #: from the server to its parent).
 Tree = dict[str, tuple[str, tuple[str, ...]]]
-
-
-def servers_by_rank(graph: nx.Graph) -> list[str]:
-    """The graph's servers ordered by their ``rank`` attribute (works without a spec)."""
-    found = [(data["rank"], v) for v, data in graph.nodes(data=True)
-             if data.get("role") == "server"]
-    return [v for _, v in sorted(found)]
-
-
-def relays(graph: nx.Graph) -> bool:
-    """Whether servers forward traffic: yes in BCube, DCell and spec-less graphs (the rule
-    ``validate`` applies), no in switch-centric families such as Jellyfish."""
-    spec = graph.graph.get("spec")
-    return spec is None or spec["family"] in ("bcube", "dcell")
 
 
 def topology_of(graph: nx.Graph) -> dict:

@@ -29,7 +29,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from traffic.cuts import link_capacities, packing_rate
-from traffic.overlay import Tree, depth, relays, servers_by_rank
+from topology.links import relays
+from topology.routing import servers as servers_by_rank
+from traffic.overlay import Tree, depth
 from traffic.schedule import segments
 from traffic.trees import emit_tree
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import numpy as np
+
+from topology.links import relays
+from topology.routing import servers
 
 SCHEMA_VERSION = 1
 
@@ -103,7 +107,10 @@ class Schedule:
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ScheduleError(f"schedule is not valid JSON: {exc}") from None
+            raise ScheduleError(f"line {exc.lineno}: schedule is not valid JSON ({exc.msg})") \
+                from None
+        if isinstance(doc, dict):  # optional fields of a hand-written schedule
+            doc = {"algo": "", "meta": {}, **doc}
         _check_keys(doc, "schedule", {f.name for f in fields(cls)} | {"schema_version"})
         if doc["schema_version"] != SCHEMA_VERSION:
             raise ScheduleError(
@@ -136,6 +143,21 @@ class Schedule:
         )
         _check_buffer(schedule)
         return schedule
+
+
+def read_schedule(path: str | Path) -> Schedule:
+    """The Schedule in a JSON file; ValueError (ScheduleError), one line naming the file and
+    the first faulty field, when it cannot be read or parsed."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScheduleError(f"cannot read schedule file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScheduleError(f"{path}: not UTF-8 text") from None
+    try:
+        return Schedule.from_json(text)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{path}: {exc}") from None
 
 
 def _check_keys(doc: object, where: str, expected: set[str]) -> None:
@@ -267,11 +289,8 @@ def validate(schedule: Schedule, graph: nx.Graph) -> None:
         raise ScheduleError(
             f"schedule was made for {schedule.topology}, not for this graph ({spec})"
         )
-    servers = sorted(
-        (data["rank"], v) for v, data in graph.nodes(data=True) if data.get("role") == "server"
-    )
-    rank = {v: r for r, (_, v) in enumerate(servers)}
-    relay_ok = spec is None or spec["family"] in ("bcube", "dcell")
+    rank = {v: r for r, v in enumerate(servers(graph))}
+    relay_ok = relays(graph)
     by_id = schedule.by_id()
     for t in schedule.transfers:
         _check_transfer(t, schedule, graph, rank, relay_ok, by_id)
