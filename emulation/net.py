@@ -145,6 +145,7 @@ class EmulatedNetwork:
         self.ovs_buffers = OvsBuffers()
         self.controller: subprocess.Popen | None = None
         self._procs: list = []
+        self._background: list = []
         self._previous_sigterm = None
         self.state = netstate.RunState(
             run_id=f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
@@ -470,6 +471,45 @@ class EmulatedNetwork:
     def ip(self, name: str) -> str:
         """IPv4 address of server ``name``."""
         return self.topology.ip(name)
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Bring graph link a-b down or up (both interfaces), as a cable pulled or plugged;
+        the datapaths report the port status to the controller."""
+        if not self.graph.has_edge(a, b):
+            raise ValueError(f"{a}-{b} is not a link")
+        dps = self.topology.datapaths
+
+        def node(v: str) -> str:
+            return dps[v].bridge if v in dps else v
+
+        self.net.configLinkStatus(node(a), node(b), "up" if up else "down")
+
+    def start_background(self, flows: list[dict], first_port: int) -> list[int]:
+        """Start one iperf3 flow per ``{"src", "dst", "mbps"}`` (server i on TCP port
+        ``first_port + i``, paced at its rate), running until stop_background or stop();
+        returns the ports."""
+        ports = []
+        for i, flow in enumerate(flows):
+            port = first_port + i
+            self._background.append(self.popen(
+                flow["dst"], ["iperf3", "-s", "-p", str(port)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+            ports.append(port)
+        time.sleep(0.5)  # the servers listen
+        for flow, port in zip(flows, ports):
+            self._background.append(self.popen(
+                flow["src"], ["iperf3", "-c", self.ip(flow["dst"]), "-p", str(port), "-b",
+                              f"{flow['mbps']:g}M", "-t", "86400", "-i", "0"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return ports
+
+    def stop_background(self) -> None:
+        """End the background flows (by PID)."""
+        for proc in self._background:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self._background.clear()
 
     def popen(self, name: str, *args, **kwargs):
         """Start a process inside host ``name``; stop() kills it if it still runs."""

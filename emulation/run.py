@@ -24,11 +24,12 @@ from typing import Any
 import networkx as nx
 
 from simulator import lower_bound, packing_bound, simulate
-from topology.links import relays
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
-from traffic.collectives import BASELINES, build
+from topology.links import background_flows, link_failures, relays
+from traffic.collectives import BASELINES
+from traffic.plugins import make_schedule, resolve
 from traffic.runner import WorkerError, run_workers
-from traffic.schedule import Schedule, ScheduleError, Transfer, routes, validate
+from traffic.schedule import Schedule, ScheduleError, Transfer, read_schedule, routes, validate
 
 PROG = "python -m emulation.run"
 
@@ -42,6 +43,9 @@ SCHEDULERS = (*BASELINES, "drl")
 #: Run when --scheduler is not given. ``packing`` is left out: its thousands of small
 #: messages (BCube(4,1) at 1 MB: 5 760) have not been measured for fidelity on this datapath.
 DEFAULT_SCHEDULERS = tuple(s for s in SCHEDULERS if s != "packing")
+
+#: TCP port of the first background flow (below the schedule routes' ports).
+BACKGROUND_PORT = 5301
 
 #: Forwarded traffic (Mbit/s summed over every datapath a byte crosses) above which the one
 #: userspace OVS thread, not the shaped links, becomes the bottleneck on 2 cores.
@@ -65,8 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_topology_args(parser, defaults=EMULATION_DEFAULTS)
     parser.add_argument("--scheduler", default=None,
                         help="one or a comma list of " + ", ".join(SCHEDULERS)
-                             + " (default: all that are available but packing, whose "
-                             "thousands of small messages are opt-in)")
+                             + ", a plugin's entry point name or package.module:function "
+                             "(default: all built-in ones but packing, whose thousands of "
+                             "small messages are opt-in; none when --schedule is given)")
+    parser.add_argument("--schedule", action="append", default=[], metavar="FILE",
+                        help="also run this Schedule JSON file (repeatable); it is validated "
+                             "against the topology first")
     parser.add_argument("--size-mb", type=float, default=1.0,
                         help="buffer per server in MB (10^6 bytes; default 1)")
     parser.add_argument("--dtype", default="float32",
@@ -98,26 +106,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def choose_schedulers(text: str | None) -> tuple[list[str], bool]:
-    """The schedulers asked for, and whether the user named them (else: all available)."""
+def choose_schedulers(text: str | None, files: bool = False) -> tuple[list[str], bool]:
+    """The schedulers asked for, and whether the user named them (else: all built-in ones
+    but packing, or none when schedule ``files`` are given)."""
     if text is None:
-        return list(DEFAULT_SCHEDULERS), False
+        return ([] if files else list(DEFAULT_SCHEDULERS)), False
     names = [s.strip() for s in text.split(",") if s.strip()]
     for name in names:
-        if name not in SCHEDULERS:
-            raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(SCHEDULERS)}")
+        resolve(name)  # ValueError naming an unknown scheduler
     if not names:
         raise ValueError(f"--scheduler {text!r} names no scheduler")
     return list(dict.fromkeys(names)), True
-
-
-def make_schedule(name: str, graph: nx.Graph, size_bytes: int, dtype: str) -> Schedule:
-    """Build one scheduler's Schedule (the DRL agent's from the general checkpoint)."""
-    if name == "drl":
-        from agent import schedule_for
-
-        return schedule_for(graph, graph.graph["spec"], size_bytes, seed=0)
-    return build(name, graph, size_bytes, dtype)
 
 
 def offered_load_mbps(schedule: Schedule, graph: nx.Graph, makespan_s: float) -> float:
@@ -149,25 +148,37 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     graph = graph_from_args(args, EMULATION_DEFAULTS)
     itemsize = 8 if args.dtype.endswith("64") else 4
     size_bytes = max(itemsize, int(args.size_mb * 1e6) // itemsize * itemsize)
-    names, explicit = choose_schedulers(args.scheduler)
+    names, explicit = choose_schedulers(args.scheduler, bool(args.schedule))
+    jobs: list[tuple[str, Schedule | None]] = [(name, None) for name in names]
+    for path in args.schedule:
+        schedule = read_schedule(path)
+        jobs.append((schedule.algo or Path(path).stem, schedule))
     plans = []
-    for name in names:
-        try:
-            schedule = make_schedule(name, graph, size_bytes, args.dtype)
-        except (ImportError, ValueError, FileNotFoundError) as exc:
-            if explicit:
-                raise ValueError(f"scheduler {name}: {exc}") from None
-            progress(f"{name}: not available ({exc}); skipped")
-            continue
+    for name, schedule in jobs:
+        if schedule is None:
+            try:
+                schedule = make_schedule(name, graph, size_bytes, args.dtype)
+            except (ImportError, ValueError, FileNotFoundError) as exc:
+                if explicit:
+                    raise ValueError(f"scheduler {name}: {exc}") from None
+                progress(f"{name}: not available ({exc}); skipped")
+                continue
         try:
             validate(schedule, graph)
         except ScheduleError as exc:
-            raise InvalidSchedule(f"scheduler {name} produced an invalid schedule: {exc}") \
+            if name in SCHEDULERS:
+                raise InvalidSchedule(f"scheduler {name} produced an invalid schedule: {exc}")\
+                    from None
+            raise ValueError(f"schedule {name} does not fit {graph.graph['name']}: {exc}") \
                 from None
         sim = simulate(graph, schedule)
         plans.append({"scheduler": name, "schedule": schedule, "raw": sim})
         progress(f"{name}: {len(schedule.transfers)} transfers, simulated "
                  f"{sim.makespan_s:.3f} s")
+    names = [p["scheduler"] for p in plans]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two schedules are both named {max(names, key=names.count)!r}; give "
+                         "one file another algo name")
     return graph, size_bytes, plans
 
 
@@ -215,6 +226,11 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "
                      f"{1e3 * startup_s:.1f} ms")
 
+        flows = background_flows(graph)
+        failures = link_failures(graph)
+        background = [{"src": f["src"], "dst": f["dst"], "path": list(f["path"]),
+                       "tcp_port": BACKGROUND_PORT + k, "transfer_ids": []}
+                      for k, f in enumerate(flows)]
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
             sim = simulate(graph, schedule, goodput=goodput, startup_s=startup_s)
@@ -234,16 +250,33 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                      f"running {len(addresses)} workers "
                      f"(simulated {sim.makespan_s:.2f} s)")
             net.client.delete_routes()
-            net.client.put_routes(schedule)
+            net.client.put_routes([*routes(schedule), *background])
+            if flows:
+                net.start_background(flows, BACKGROUND_PORT)
+                progress(f"{name}: {len(flows)} background flow(s) running")
+                time.sleep(1.0)  # the flows reach their rates before the collective starts
+            events = [(f["at_s"], _link_action(net, f["link"], progress)) for f in failures]
             try:
                 measured = run_workers(schedule, addresses, ranks, spawn, out / "workers" / name,
-                                       seed=i, timeout_s=args.timeout_s)
+                                       seed=i, timeout_s=args.timeout_s, events=events)
             except WorkerError as exc:
                 row["failure"] = str(exc)
                 progress(f"{name}: FAILED: {exc}")
                 rows.append(row | {"simulated": sim.to_dict()})
                 continue
-            proof = verify_routes(schedule, net.topology, net.client.route_stats())
+            finally:
+                net.stop_background()
+                for failure in failures:
+                    net.set_link(*failure["link"], up=True)
+            stats = net.client.route_stats()
+            ours = {r["tcp_port"] for r in background}
+            proof = verify_routes(schedule, net.topology, {
+                **stats, "routes": [e for e in stats.get("routes", [])
+                                    if e["tcp_port"] not in ours]})
+            if background:
+                row["background_proof"] = verify_routes(background, net.topology, {
+                    **stats, "stray": [], "routes": [e for e in stats.get("routes", [])
+                                                     if e["tcp_port"] in ours]})
             emulated = {"makespan_s": measured.makespan_s,
                         "start_s": {str(k): v for k, v in measured.start_s.items()},
                         "finish_s": {str(k): v for k, v in measured.finish_s.items()},
@@ -269,6 +302,14 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     doc["wall_s"] = time.monotonic() - started
     doc["rows"] = rows
     return doc
+
+
+def _link_action(net: Any, link: list[str], say: Any):
+    """The timer action that brings ``link`` down mid-run."""
+    def down() -> None:
+        net.set_link(*link, up=False)
+        say(f"link {link[0]}-{link[1]} is down")
+    return down
 
 
 def startup_probe(graph: nx.Graph, a: str, b: str, rounds: int = 12) -> Schedule:
@@ -320,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"run it as 'sudo {PROG} ...'")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     # Absolute: the controller and the workers run with other working directories.
-    out = (args.out or Path("runs") / f"{args.topo}-{stamp}").resolve()
+    stem = Path(args.topo_file).stem if args.topo_file else args.topo
+    out = (args.out or Path("runs") / f"{stem}-{stamp}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.cli:  # let the CLI's host commands (ping, iperf3, net) print their output
         os.environ.setdefault("ARTB_MININET_LOG", "output")
@@ -342,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "topology": graph.graph["spec"], "name": graph.graph["name"],
         "bw_mbps": graph.graph["bw_mbps"], "size_bytes": size_bytes, "dtype": args.dtype,
+        "conditions": {"changes": graph.graph.get("degraded", []),
+                       "background_flows": background_flows(graph),
+                       "link_failures": link_failures(graph)},
         "lower_bound_s": lower_bound(graph, size_bytes),
         "optimum_s": packing_bound(graph, size_bytes), "parameters": vars(args) | {
             "out": str(out)},

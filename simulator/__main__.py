@@ -21,7 +21,8 @@ from topology.cli import (
     run,
     with_conditions,
 )
-from traffic.collectives import ALGORITHMS, build
+from traffic.collectives import ALGORITHMS
+from traffic.plugins import make_schedule, resolve
 from traffic.schedule import DTYPES, ScheduleError, read_schedule, validate
 
 PROG = "python -m simulator"
@@ -43,8 +44,10 @@ def _parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Simulate an AllReduce schedule on a "
                             "data-center topology (flow-level, max-min fair).")
     add_topology_args(parser)
-    parser.add_argument("--algo", default="all", choices=[*ALGORITHMS, "all"],
-                        help="collective to build, or all of them (default: all)")
+    parser.add_argument("--algo", default="all",
+                        help="scheduler: " + ", ".join(ALGORITHMS) + ", drl, a plugin's entry "
+                             "point name, package.module:function, or all built-in "
+                             "collectives (default: all)")
     parser.add_argument("--size-mb", type=float, default=8.0,
                         help="buffer per server in MB of 10^6 bytes, rounded to whole "
                              "elements (default 8)")
@@ -89,15 +92,20 @@ def main() -> int:
         graph = graph_from_args(args)
         size = size_bytes_of(args.size_mb, args.dtype)
         names = list(ALGORITHMS) if args.algo == "all" else [args.algo]
+        for name in names:
+            resolve(name)  # ValueError naming an unknown scheduler
         jobs = [(name, None) for name in names]
     bound = lower_bound(graph, size, goodput=args.goodput)
     optimum = packing_bound(graph, size, goodput=args.goodput)
     rows = []
     for name, schedule in jobs:
         if schedule is None:
-            schedule = build(name, graph, size, args.dtype)
-            if args.validate:
-                validate(schedule, graph)
+            schedule = make_schedule(name, graph, size, args.dtype)
+            if args.validate or name not in ALGORITHMS:  # plugins' schedules are checked
+                try:
+                    validate(schedule, graph)
+                except ScheduleError as exc:
+                    raise ValueError(f"scheduler {name}: {exc}") from None
         result = simulate(graph, schedule, startup_s=args.startup_s,
                           hop_latency_s=args.hop_latency_s, goodput=args.goodput)
         rows.append({"algo": name, "makespan_s": result.makespan_s, "lower_bound_s": bound,
@@ -108,12 +116,13 @@ def main() -> int:
     print(f"{graph.graph['name']}, {size} bytes per server, "
           f"{graph.graph['bw_mbps']:g} Mbit/s links")
     print(f"lower bound {bound:.4f} s, packing optimum {optimum:.4f} s")
-    print(f"{'algo':<12} {'transfers':>9} {'makespan_s':>11} {'x lower bound':>13} "
+    w = max(12, *(len(row["algo"]) for row in rows))
+    print(f"{'algo':<{w}} {'transfers':>9} {'makespan_s':>11} {'x lower bound':>13} "
           f"{'x optimum':>9}")
     for row in rows:
         ratio = row["makespan_s"] / bound if bound else math.nan
         to_opt = row["makespan_s"] / optimum if optimum else math.nan
-        print(f"{row['algo']:<12} {row['transfers']:>9} {row['makespan_s']:>11.4f} "
+        print(f"{row['algo']:<{w}} {row['transfers']:>9} {row['makespan_s']:>11.4f} "
               f"{ratio:>13.3f} {to_opt:>9.3f}")
     return 0
 

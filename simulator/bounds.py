@@ -5,8 +5,8 @@ from __future__ import annotations
 import networkx as nx
 
 from topology.links import link_rate_mbps
-from traffic.cuts import packing_rate
 from topology.routing import servers as servers_by_rank
+from traffic.cuts import packing_rate
 
 
 def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> float:

@@ -28,9 +28,9 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
-from traffic.cuts import link_capacities, packing_rate
 from topology.links import relays
 from topology.routing import servers as servers_by_rank
+from traffic.cuts import link_capacities, packing_rate
 from traffic.overlay import Tree, depth
 from traffic.schedule import segments
 from traffic.trees import emit_tree

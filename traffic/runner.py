@@ -12,8 +12,9 @@ import os
 import selectors
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,15 +49,19 @@ class WorkerRun:
 
 def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, int],
                 spawn: Spawn, workdir: Path, *, seed: int = 0, timeout_s: float = 120.0,
-                python: str = sys.executable) -> WorkerRun:
+                python: str = sys.executable,
+                events: Sequence[tuple[float, Callable[[], object]]] = ()) -> WorkerRun:
     """Run ``schedule`` with one worker per server and return their measurements; raise
-    WorkerError naming the server (and transfer) when any worker fails."""
+    WorkerError naming the server (and transfer) when any worker fails. ``events`` are
+    (seconds after the common start, action) pairs, run on timer threads (a link failing
+    mid-run); those not yet due when the run ends are cancelled."""
     workdir.mkdir(parents=True, exist_ok=True)
     job = workdir / "job.json"
     job.write_text(json.dumps({"schedule": schedule.to_json(), "addresses": addresses,
                                "ranks": ranks, "seed": seed, "timeout_s": timeout_s}))
     servers = sorted(ranks, key=ranks.get)
     procs: dict[str, subprocess.Popen] = {}
+    timers: list[threading.Timer] = []
     reports = {s: workdir / f"worker-{s}.json" for s in servers}
     for path in reports.values():
         path.unlink(missing_ok=True)
@@ -69,6 +74,11 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
         t0 = time.monotonic() + START_DELAY_S
         for p in procs.values():
             _tell(p, f"go {t0!r}")
+        for at_s, action in events:
+            timer = threading.Timer(max(0.0, t0 + at_s - time.monotonic()), action)
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
         _expect(procs, {"done"}, t0 + timeout_s + 10, reports)
         wall_s = time.monotonic() - t0
         for p in procs.values():
@@ -78,6 +88,8 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
             p.wait(timeout=10)
         docs = {s: json.loads(reports[s].read_text()) for s in servers}
     finally:
+        for timer in timers:
+            timer.cancel()
         for p in procs.values():
             if p.poll() is None:
                 p.kill()
