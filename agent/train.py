@@ -31,6 +31,7 @@ from agent.ppo import Rollout, update
 from agent.rules import baseline_makespans
 from topology import make_graph
 from topology.cli import ArgumentParser, run
+from topology.files import read_topology
 
 PROG = "python -m agent.train"
 
@@ -271,6 +272,10 @@ def main() -> int:
     parser.add_argument("--instances", metavar="LIST",
                         help='train on these instances instead of the training split, e.g. '
                         '"bcube:n=3,k=1 dcell:n=2,k=1 jellyfish:seed=5"')
+    parser.add_argument("--topo-file", action="append", default=[], metavar="F",
+                        help="train on this topology file (GraphML or node-link JSON; "
+                             "repeatable), with the --instances if given, instead of the "
+                             "training split")
     parser.add_argument("--no-degraded", action="store_true",
                         help="without the degraded copies of the training split")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -280,8 +285,11 @@ def main() -> int:
                                    ("stop_ratio", args.stop_ratio)) if v is not None}
     cfg = config_from_file(args.config, **overrides) if args.config else TrainConfig(**overrides)
     torch.set_num_threads(1)
-    pool = (parse_instances(args.instances) if args.instances
-            else graphs(TRAIN, degraded=not args.no_degraded, seed=cfg.seed))
+    if args.instances or args.topo_file:
+        pool = [*(parse_instances(args.instances) if args.instances else []),
+                *(read_topology(f) for f in args.topo_file)]
+    else:
+        pool = graphs(TRAIN, degraded=not args.no_degraded, seed=cfg.seed)
     upper, lower, history = train(pool, cfg, progress=not args.no_progress)
     last = history[-1]
     meta = {"episodes": last["episodes"], "train_seconds": last["seconds"],

@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 
 import networkx as nx
 
-from traffic.collectives import BASELINES, build
+from traffic.collectives import ALGORITHMS, BASELINES, build
 from traffic.schedule import Schedule, ScheduleError
 
 #: The entry point group plugins register under.
@@ -46,9 +46,9 @@ def _load(target: str, name: str) -> Scheduler:
 
 
 def resolve(name: str) -> Scheduler:
-    """The function behind a scheduler name: a baseline, ``drl``, ``module:function`` or an
+    """The function behind a scheduler name: a built-in collective, ``drl``, ``module:function`` or an
     entry point of GROUP. ValueError naming it when there is no such scheduler."""
-    if name in BASELINES:
+    if name in ALGORITHMS:
         return lambda graph, size_bytes, dtype: build(name, graph, size_bytes, dtype)
     if name == "drl":
         def drl(graph: nx.Graph, size_bytes: int, dtype: str) -> Schedule:
