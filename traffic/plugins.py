@@ -46,8 +46,9 @@ def _load(target: str, name: str) -> Scheduler:
 
 
 def resolve(name: str) -> Scheduler:
-    """The function behind a scheduler name: a built-in collective, ``drl``, ``module:function`` or an
-    entry point of GROUP. ValueError naming it when there is no such scheduler."""
+    """The function behind a scheduler name: a built-in collective, ``drl``,
+    ``module:function`` or an entry point of GROUP. ValueError naming it when there is
+    no such scheduler."""
     if name in ALGORITHMS:
         return lambda graph, size_bytes, dtype: build(name, graph, size_bytes, dtype)
     if name == "drl":
