@@ -14,11 +14,19 @@ API (every reply JSON; errors ``{"error": message}``):
 - ``PUT /routes``: body ``{"routes": [{src, dst, path, tcp_port[, transfer_ids]}, ...]}`` or a
   whole Schedule document (its ``traffic.schedule.routes``). Validated first (400 and nothing
   changes when invalid, 503 when a datapath is not connected); then every datapath deletes the
-  previous schedule routes (by cookie mask), adds the new ones and answers a barrier. Reply
-  ``{"installed": [...], "rules": n}``.
+  previous schedule routes (by cookie mask) and every group (only schedule routes use
+  groups), adds the new fast-failover groups, then the flows (``rules.failover_rules``), and
+  answers a barrier. Reply ``{"installed": [...], "rules": n, "groups": n,
+  "unprotected": [{route, reverse, hop, reason}, ...]}``.
 - ``DELETE /routes``: removes all schedule routes; ``{"deleted": n}``.
 - ``GET /routes/stats``: per route, packet and byte counters per datapath for its forward and
-  reverse rules (``controller.proof.stats_reply``), read by flow statistics filtered by cookie.
+  reverse rules and its backup rules, and the path it was re-routed to if any
+  (``controller.proof.stats_reply``), read by flow statistics filtered by cookie.
+
+Link failure: fast-failover groups repair locally protected hops in the switch. When a port
+goes down (EventOFPPortStatus), the routes with an unprotected hop over that link are moved to
+``topology.backup_path`` (``rules.reroute``) and re-installed with FAILOVER_BIT cookies; they
+stay there when the link comes back.
 """
 
 from __future__ import annotations
@@ -78,8 +86,13 @@ class TestbedController(app_manager.RyuApp):
             self.base[rule.dpid].append(rule)
         self.connected: dict[int, object] = {}
         self.ready: set[int] = set()
+        #: The routes as chosen; ``current`` has the paths installed now (``rerouted``: the
+        #: indices moved off a failed link), ``installed`` their rules.
         self.routes: list[rules.RouteSpec] = []
-        self.route_flows: list[rules.FlowRule] = []
+        self.current: list[rules.RouteSpec] = []
+        self.rerouted: set[int] = set()
+        self.installed = rules.RouteRules(())
+        self.down: set[frozenset[str]] = set()
         self.waiters: dict[tuple[int, int], _Waiter] = {}
         self.errors: dict[int, list[str]] = {}
         self.lock = hub.Semaphore(1)
@@ -91,8 +104,8 @@ class TestbedController(app_manager.RyuApp):
 
     def _flow_mod(self, dp, rule: rules.FlowRule):
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        actions = [parser.OFPActionOutput(port) for kind, port in rule.actions
-                   if kind == "output"]
+        actions = [parser.OFPActionOutput(value) if kind == "output"
+                   else parser.OFPActionGroup(value) for kind, value in rule.actions]
         inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
         return parser.OFPFlowMod(dp, cookie=rule.cookie, table_id=rule.table,
                                  command=ofp.OFPFC_ADD, priority=rule.priority,
@@ -103,6 +116,30 @@ class TestbedController(app_manager.RyuApp):
         return parser.OFPFlowMod(dp, cookie=cookie, cookie_mask=mask, table_id=ofp.OFPTT_ALL,
                                  command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
                                  out_group=ofp.OFPG_ANY, match=parser.OFPMatch())
+
+    def _group_mod(self, dp, group: rules.GroupRule):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        buckets = [parser.OFPBucket(watch_port=watch, actions=[parser.OFPActionOutput(out)])
+                   for watch, out in group.buckets]
+        return parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_FF,
+                                  group_id=group.group_id, buckets=buckets)
+
+    def _delete_group(self, dp, group_id: int | None = None):
+        """Delete one group, or every group when ``group_id`` is None."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        return parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, type_=ofp.OFPGT_FF,
+                                  group_id=ofp.OFPG_ALL if group_id is None else group_id)
+
+    def _send_rules(self, dp, built: rules.RouteRules, keep=lambda index: True) -> None:
+        """Send the groups of ``built`` on ``dp``, then its flows (of the routes ``keep``
+        accepts); an unanswered barrier in between makes the switch add the groups first."""
+        for group in built.groups:
+            if group.dpid == dp.id and keep(rules.parse_group_id(group.group_id)[0]):
+                dp.send_msg(self._group_mod(dp, group))
+        dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+        for rule in built.flows:
+            if rule.dpid == dp.id and keep(rules.parse_cookie(rule.cookie)[0]):
+                dp.send_msg(self._flow_mod(dp, rule))
 
     def _request(self, dp, msg) -> _Waiter:
         dp.set_xid(msg)
@@ -139,8 +176,10 @@ class TestbedController(app_manager.RyuApp):
         self.connected[dp.id] = dp
         self.ready.discard(dp.id)
         dp.send_msg(self._delete(dp))
-        for rule in self.base[dp.id] + [r for r in self.route_flows if r.dpid == dp.id]:
+        dp.send_msg(self._delete_group(dp))
+        for rule in self.base[dp.id]:
             dp.send_msg(self._flow_mod(dp, rule))
+        self._send_rules(dp, self.installed)
         waiter = self._barrier(dp)
         hub.spawn(self._confirm_base, dp, waiter)
         LOG.info("datapath %s (dpid %d) connected: %d base rules sent", name, dp.id,
@@ -175,6 +214,26 @@ class TestbedController(app_manager.RyuApp):
         if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
             waiter.event.set()
 
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _on_port_status(self, ev):
+        msg = ev.msg
+        dp, ofp, desc = msg.datapath, msg.datapath.ofproto, msg.desc
+        name = self.names.get(dp.id)
+        try:
+            peer = self.topo.datapaths[name].neighbour(desc.port_no) if name else name
+        except KeyError:
+            return
+        if peer is None or peer == name:
+            return  # not a datapath of ours, or a server's own host port
+        down = (msg.reason == ofp.OFPPR_DELETE or desc.state & ofp.OFPPS_LINK_DOWN
+                or desc.config & ofp.OFPPC_PORT_DOWN)
+        if down:
+            hub.spawn(self.link_down, name, peer)
+        elif frozenset((name, peer)) in self.down:
+            self.down.discard(frozenset((name, peer)))
+            LOG.info("link %s-%s up again; re-routed routes stay on their backup paths",
+                     name, peer)
+
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _on_error(self, ev):
         msg = ev.msg
@@ -194,18 +253,23 @@ class TestbedController(app_manager.RyuApp):
         missing = sorted(n for d, n in self.names.items() if d not in self.ready)
         return f"datapaths not connected: {', '.join(missing)}" if missing else None
 
-    def _replace(self, specs: list[rules.RouteSpec], flows: list[rules.FlowRule]) -> None:
-        """Delete every schedule route, add ``flows``, barrier everywhere; RuntimeError when a
-        datapath reports an error or does not answer."""
+    def _replace(self, specs: list[rules.RouteSpec], built: rules.RouteRules) -> None:
+        """Delete every schedule route and group, add ``built``, barrier everywhere;
+        RuntimeError when a datapath reports an error or does not answer."""
         errors_before = {d: len(e) for d, e in self.errors.items()}
         waiters = {}
         for dpid, dp in self.connected.items():
             dp.send_msg(self._delete(dp, rules.SCHEDULE_BIT, rules.SCHEDULE_BIT))
-            for rule in flows:
-                if rule.dpid == dpid:
-                    dp.send_msg(self._flow_mod(dp, rule))
+            dp.send_msg(self._delete_group(dp))
+            dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+            self._send_rules(dp, built)
             waiters[dpid] = self._barrier(dp)
-        self.routes, self.route_flows = specs, flows
+        self.routes, self.current, self.rerouted, self.installed = specs, specs, set(), built
+        self._confirm(waiters, errors_before)
+
+    def _confirm(self, waiters: dict[int, _Waiter], errors_before: dict[int, int]) -> None:
+        """Wait for barrier replies; RuntimeError naming the datapaths that did not answer
+        or reported an OpenFlow error since ``errors_before``."""
         late = self._wait(waiters, REPLY_TIMEOUT_S)
         if late:
             raise RuntimeError("no barrier reply from " + ", ".join(self.names[d] for d in late))
@@ -215,21 +279,62 @@ class TestbedController(app_manager.RyuApp):
 
     def put_routes(self, specs: list[rules.RouteSpec]) -> dict:
         """Install ``specs`` (already validated) in place of the current schedule routes."""
-        flows = rules.route_rules(self.topo, specs)
         with self.lock:
-            self._replace(specs, flows)
-        LOG.info("installed %d routes (%d rules)", len(specs), len(flows))
+            built = rules.failover_rules(self.topo, specs, down=[tuple(e) for e in self.down])
+            self._replace(specs, built)
+        LOG.info("installed %d routes (%d rules, %d failover groups, %d hops unprotected)",
+                 len(specs), len(built.flows), len(built.groups), len(built.unprotected))
         return {"installed": [
             {**asdict(s), "cookie": rules.route_cookie(i),
              "datapaths": rules.route_datapaths(self.topo, s)} for i, s in enumerate(specs)],
-            "rules": len(flows)}
+            "rules": len(built.flows), "groups": len(built.groups),
+            "unprotected": [asdict(u) for u in built.unprotected]}
 
     def delete_routes(self) -> dict:
         """Remove every schedule route."""
         with self.lock:
             count = len(self.routes)
-            self._replace([], [])
+            self._replace([], rules.RouteRules(()))
         return {"deleted": count}
+
+    def link_down(self, a: str, b: str) -> None:
+        """Link a-b is down: re-install, along ``backup_path``, the routes with a hop over it
+        that no fast-failover group protects (green thread; logs instead of raising)."""
+        link = frozenset((a, b))
+        with self.lock:
+            if link in self.down:
+                return  # the other end's port status
+            earlier = [tuple(e) for e in self.down]
+            self.down.add(link)
+            moved = rules.reroute(self.topo, self.current, self.installed.unprotected, a, b,
+                                  earlier)
+            hit = {u.route for u in self.installed.unprotected if set(u.hop) == link}
+            LOG.warning("link %s-%s down: %d routes re-routed, %d without a way around", a, b,
+                        len(moved), len(hit - set(moved)))
+            if not moved:
+                return
+            old = self.installed
+            current = [moved.get(i, s) for i, s in enumerate(self.current)]
+            built = rules.failover_rules(self.topo, current, self.rerouted | set(moved),
+                                         [tuple(e) for e in self.down])
+            errors_before = {d: len(e) for d, e in self.errors.items()}
+            waiters = {}
+            for dpid, dp in self.connected.items():
+                for index in moved:
+                    dp.send_msg(self._delete(dp, rules.route_cookie(index),
+                                             rules.SCHEDULE_BIT | rules.INDEX_MASK))
+                for group in old.groups:
+                    if group.dpid == dpid and rules.parse_group_id(group.group_id)[0] in moved:
+                        dp.send_msg(self._delete_group(dp, group.group_id))
+                dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+                self._send_rules(dp, built, lambda index: index in moved)
+                waiters[dpid] = self._barrier(dp)
+            self.current, self.installed = current, built
+            self.rerouted |= set(moved)
+            try:
+                self._confirm(waiters, errors_before)
+            except RuntimeError as exc:
+                LOG.error("re-routing around %s-%s: %s", a, b, exc)
 
     def route_stats(self) -> dict:
         """Counters of every schedule-route rule, per route and datapath."""
@@ -244,7 +349,8 @@ class TestbedController(app_manager.RyuApp):
         counters = [(self.names[d], s.cookie, s.packet_count, s.byte_count)
                     for d, w in waiters.items() if d not in late for s in w.bodies]
         missing = [n for d, n in self.names.items() if d in late or d not in waiters]
-        return stats_reply(self.routes, counters, missing)
+        return stats_reply(self.routes, counters, missing,
+                           {i: self.current[i].path for i in self.rerouted})
 
 
 def _json(doc: dict, status: int = 200) -> Response:

@@ -1,7 +1,8 @@
-"""Flow rules as plain records: base routing, a schedule's routes, table-miss drop.
+"""Flow rules as plain records: base routing, a schedule's routes and their failover,
+table-miss drop.
 
-Pure (no Ryu): ``controller/app.py`` only turns these records into OpenFlow 1.3 messages, and
-``controller/fakeof.py`` walks packets through them in tests.
+Pure (no Ryu): ``controller/app.py`` only turns these records (FlowRule, GroupRule) into
+OpenFlow 1.3 messages, and ``controller/fakeof.py`` walks packets through them in tests.
 
 - Base routing: per destination server, a shortest-path tree toward it (every datapath forwards
   to a neighbour strictly closer to the destination, so no loop is possible), for IPv4 (by
@@ -11,17 +12,30 @@ Pure (no Ryu): ``controller/app.py`` only turns these records into OpenFlow 1.3 
   route's path; (IPv4 dst, IPv4 src, TCP src port, in_port) carries its ACKs back along the
   reversed path. Matching ``in_port`` means a rule counts only packets that arrived from the
   path's previous hop, so counters prove the path hop by hop.
+- Failover (``failover_rules``): every hop u->v of a route (each direction) whose
+  ``topology.backup_path`` repairs at u itself is protected by a fast-failover group at u
+  (bucket 1: out to v, bucket 2: out to the detour, each watching its own port); the route's
+  rule at u outputs to the group, and the detour's datapaths up to and including the one where
+  it rejoins the path get rules with the route's match, the detour's ``in_port`` and the
+  route's cookie plus FAILOVER_BIT, so counters show which routes failed over. Group ids come
+  from the route index and direction (``group_id``). A detour is not itself protected (one
+  failure at a time). Hops repaired further upstream, with no detour,
+  or whose detour would clash with rules already chosen for the route are returned as
+  ``Unprotected``; the controller re-routes them when the link goes down (``reroute``), and
+  a re-routed route's rules all carry FAILOVER_BIT.
 - Table-miss drops (no flood, no packet-in); IPv6 is dropped by an explicit counted rule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
 
 from controller.topofile import Topology
+from topology.routing import backup_path
 
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
@@ -37,10 +51,12 @@ PRIORITY_ROUTE_REVERSE = 1000
 PRIORITY_ROUTE_FORWARD = 1001
 
 #: Cookie bits. Schedule routes carry SCHEDULE_BIT (deleted and counted by cookie mask);
-#: REVERSE_BIT marks the ACK direction; the low bits are the route index + 1.
+#: REVERSE_BIT marks the ACK direction; FAILOVER_BIT a route's backup rules (a detour, or any
+#: rule of a re-routed route); the low bits are the route index + 1.
 SCHEDULE_BIT = 1 << 63
 REVERSE_BIT = 1 << 62
 BASE_BIT = 1 << 61
+FAILOVER_BIT = 1 << 60
 INDEX_MASK = (1 << 32) - 1
 COOKIE_MISS = 0
 COOKIE_DROP_IPV6 = BASE_BIT | INDEX_MASK
@@ -50,7 +66,8 @@ COOKIE_DROP_IPV6 = BASE_BIT | INDEX_MASK
 class FlowRule:
     """One OpenFlow rule: where, match fields (Ryu OFPMatch names), actions, cookie.
 
-    ``actions`` is a tuple of ``("output", port)``; empty means drop."""
+    ``actions`` is a tuple of ``("output", port)`` or ``("group", group_id)``; empty means
+    drop."""
 
     dpid: int
     priority: int
@@ -59,6 +76,39 @@ class FlowRule:
     cookie: int = 0
     table: int = 0
     datapath: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class GroupRule:
+    """An OpenFlow 1.3 fast-failover group: ``buckets`` in order of preference, each
+    ``(watch_port, out_port)``; a packet leaves by the first bucket whose watch port is up."""
+
+    dpid: int
+    group_id: int
+    buckets: tuple[tuple[int, int], ...]
+    datapath: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Unprotected:
+    """A hop u->v of route ``route`` (index; ``reverse`` for the ACK direction) that no
+    fast-failover group protects. ``reason``: ``"upstream"`` (backup_path repairs before u),
+    ``"no detour"`` (backup_path finds none) or ``"conflict"`` (the detour needs a rule that
+    clashes with one already chosen for the route)."""
+
+    route: int
+    reverse: bool
+    hop: tuple[str, str]
+    reason: str
+
+
+@dataclass(frozen=True)
+class RouteRules:
+    """Everything a set of routes installs: flows, the groups they use, unprotected hops."""
+
+    flows: tuple[FlowRule, ...]
+    groups: tuple[GroupRule, ...] = ()
+    unprotected: tuple[Unprotected, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,10 +128,23 @@ def route_cookie(index: int, reverse: bool = False) -> int:
 
 
 def parse_cookie(cookie: int) -> tuple[int, bool] | None:
-    """(route index, reverse) of a schedule-route cookie, None for any other rule."""
+    """(route index, reverse) of a schedule-route cookie (backup rules too), None for any
+    other rule."""
     if not cookie & SCHEDULE_BIT:
         return None
     return (cookie & INDEX_MASK) - 1, bool(cookie & REVERSE_BIT)
+
+
+def group_id(index: int, reverse: bool = False) -> int:
+    """Group id of route ``index``'s fast-failover groups in one direction: 2 * index + 1
+    (forward) or + 2 (reverse). A direction's path crosses a datapath once, so the id is
+    unique per datapath; the same for every install of the same route list."""
+    return 2 * index + (2 if reverse else 1)
+
+
+def parse_group_id(gid: int) -> tuple[int, bool]:
+    """(route index, reverse) of a group id from ``group_id``."""
+    return (gid - 1) // 2, bool((gid - 1) % 2)
 
 
 def miss_rules(topo: Topology) -> list[FlowRule]:
@@ -212,24 +275,130 @@ def path_hops(topo: Topology, path: tuple[str, ...]) -> list[tuple[str, int, int
     return hops
 
 
+def _directions(topo: Topology, r: RouteSpec) -> tuple[tuple, tuple]:
+    """(path, match, reverse, priority) of a route's data direction and of its ACKs; the
+    match lacks ``in_port``."""
+    src_ip, dst_ip = topo.ip(r.src), topo.ip(r.dst)
+    ip = {"eth_type": ETH_IPV4, "ip_proto": IP_TCP}
+    return (
+        (r.path, {**ip, "ipv4_src": src_ip, "ipv4_dst": dst_ip, "tcp_dst": r.tcp_port},
+         False, PRIORITY_ROUTE_FORWARD),
+        (tuple(reversed(r.path)),
+         {**ip, "ipv4_src": dst_ip, "ipv4_dst": src_ip, "tcp_src": r.tcp_port},
+         True, PRIORITY_ROUTE_REVERSE),
+    )
+
+
+def _pinned(topo: Topology, path: tuple[str, ...], match: dict[str, Any], priority: int,
+            cookie: int) -> list[FlowRule]:
+    """One rule per datapath of ``path``: packets from the previous hop go to the next."""
+    return [FlowRule(topo.datapaths[name].dpid, priority, {"in_port": in_port, **match},
+                     (("output", out_port),), cookie, datapath=name)
+            for name, in_port, out_port in path_hops(topo, path)]
+
+
 def route_rules(topo: Topology, routes: list[Any]) -> list[FlowRule]:
-    """Rules pinning each route (forward data and reverse ACKs) to its path; validates first."""
+    """Rules pinning each route (forward data and reverse ACKs) to its path; validates first.
+    No failover: see ``failover_rules``."""
     out = []
     for index, r in enumerate(validate_routes(topo, routes)):
-        src_ip, dst_ip = topo.ip(r.src), topo.ip(r.dst)
-        directions = (
-            (r.path, {"ipv4_src": src_ip, "ipv4_dst": dst_ip, "tcp_dst": r.tcp_port},
-             False, PRIORITY_ROUTE_FORWARD),
-            (tuple(reversed(r.path)),
-             {"ipv4_src": dst_ip, "ipv4_dst": src_ip, "tcp_src": r.tcp_port},
-             True, PRIORITY_ROUTE_REVERSE),
-        )
-        for path, fields, reverse, priority in directions:
-            cookie = route_cookie(index, reverse)
-            for name, in_port, out_port in path_hops(topo, path):
-                match = {"in_port": in_port, "eth_type": ETH_IPV4, "ip_proto": IP_TCP, **fields}
-                out.append(FlowRule(topo.datapaths[name].dpid, priority, match,
-                                    (("output", out_port),), cookie, datapath=name))
+        for path, match, reverse, priority in _directions(topo, r):
+            out += _pinned(topo, path, match, priority, route_cookie(index, reverse))
+    return out
+
+
+def _detour(topo: Topology, path: tuple[str, ...], backup: tuple[str, ...], i: int,
+            match: dict[str, Any], priority: int, cookie: int) -> list[FlowRule]:
+    """Rules for the detour of ``backup`` leaving ``path`` after position ``i``: one per
+    datapath it crosses, up to and including the path datapath where it rejoins."""
+    rest, out = set(path[i + 1:]), []
+    for t in range(i + 1, len(backup)):
+        node = backup[t]
+        dp = topo.datapaths.get(node)
+        if dp is not None:
+            nxt = backup[t + 1] if t + 1 < len(backup) else node
+            out.append(FlowRule(dp.dpid, priority, {"in_port": dp.ports[backup[t - 1]], **match},
+                                (("output", dp.ports[nxt]),), cookie, datapath=node))
+        if node in rest:
+            break
+    return out
+
+
+def _key(rule: FlowRule) -> tuple:
+    return rule.dpid, rule.priority, frozenset(rule.match.items())
+
+
+def _without(graph: nx.Graph, down: Iterable[tuple[str, str]]) -> nx.Graph:
+    """``graph``, or a copy without the links in ``down``."""
+    gone = [tuple(e) for e in down if graph.has_edge(*e)]
+    if not gone:
+        return graph
+    graph = graph.copy()
+    graph.remove_edges_from(gone)
+    return graph
+
+
+def failover_rules(topo: Topology, routes: list[Any], rerouted: Collection[int] = (),
+                   down: Iterable[tuple[str, str]] = ()) -> RouteRules:
+    """``route_rules`` plus fast-failover groups and detour rules for every hop whose
+    ``backup_path`` repairs locally (module docstring); validates first.
+
+    Hops are tried in path order, so of two detours that clash the first wins. Routes whose
+    index is in ``rerouted`` (paths already moved off a failed link) carry FAILOVER_BIT on
+    every rule. Detours avoid the links in ``down`` (links already down). Group ids come from
+    ``group_id``."""
+    graph = _without(topo.graph, down)
+    flows, groups, unprotected = [], [], []
+    for index, r in enumerate(validate_routes(topo, routes)):
+        for path, match, reverse, priority in _directions(topo, r):
+            cookie = route_cookie(index, reverse) | (FAILOVER_BIT if index in rerouted else 0)
+            primary = _pinned(topo, path, match, priority, cookie)
+            chosen = {_key(f): f for f in primary}
+            extra: list[FlowRule] = []
+            for i, (u, v) in enumerate(zip(path, path[1:])):
+                if u not in topo.datapaths:
+                    continue
+                backup = backup_path(graph, path, u, v)
+                reason, detour = "", []
+                if backup is None:
+                    reason = "no detour"
+                elif backup[:i + 1] != path[:i + 1]:
+                    reason = "upstream"
+                else:
+                    detour = _detour(topo, path, backup, i, match, priority,
+                                     cookie | FAILOVER_BIT)
+                    if any(chosen.get(_key(f), f).actions != f.actions for f in detour):
+                        reason = "conflict"
+                if reason:
+                    unprotected.append(Unprotected(index, reverse, (u, v), reason))
+                    continue
+                for f in detour:
+                    if _key(f) not in chosen:
+                        chosen[_key(f)] = f
+                        extra.append(f)
+                dp, gid = topo.datapaths[u], group_id(index, reverse)
+                to_v, to_detour = dp.ports[v], dp.ports[backup[i + 1]]
+                groups.append(GroupRule(dp.dpid, gid, ((to_v, to_v), (to_detour, to_detour)),
+                                        datapath=u))
+                at = next(k for k, f in enumerate(primary) if f.datapath == u)
+                primary[at] = replace(primary[at], actions=(("group", gid),))
+            flows += primary + extra
+    return RouteRules(tuple(flows), tuple(groups), tuple(unprotected))
+
+
+def reroute(topo: Topology, routes: list[Any], unprotected: Iterable[Unprotected], a: str,
+            b: str, down: Iterable[tuple[str, str]] = ()) -> dict[int, RouteSpec]:
+    """The routes to re-install once link a-b is down, by index: each route with a hop over
+    a-b (either direction) in ``unprotected``, moved to the ``backup_path`` of its forward
+    path in the graph without the links in ``down`` (links already down). A route with no
+    way around is left out."""
+    graph = _without(topo.graph, down)
+    out = {}
+    for index in sorted({u.route for u in unprotected if set(u.hop) == {a, b}}):
+        spec = as_spec(routes[index])
+        path = backup_path(graph, spec.path, a, b)
+        if path is not None and path != spec.path:
+            out[index] = replace(spec, path=path)
     return out
 
 

@@ -1,6 +1,7 @@
 """Flow-level AllReduce simulator: max-min fair fluid model of a Schedule on a topology.
 
-``simulate(graph, schedule, ...) -> Result``, ``lower_bound(graph, size_bytes)`` (no AllReduce
+``simulate(graph, schedule, ...) -> Result`` (with the graph's background flows and link
+failures, see ``topology.links``), ``lower_bound(graph, size_bytes)`` (no AllReduce
 is faster) and ``packing_bound(graph, size_bytes)`` (no tree-based AllReduce is faster). Pure:
 standard library, networkx and numpy, plus numba for the compiled event loop when installed.
 """

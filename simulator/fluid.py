@@ -23,6 +23,12 @@ changed, kept in a heap (cost per event follows the component: rings, trees, pip
 vectorised one keeps the active flows in numpy arrays (cost per event follows the active set,
 in few numpy passes: all-to-all traffic, many concurrent rings), and the fallback picks it
 when many transfers are ready at once.
+
+Network events. A graph with ``background_flows`` or ``link_failures`` (graph attributes, see
+``topology.links``) runs in ``_with_events``, an exact event loop on ``_Run`` that re-solves
+the whole touched component at every event: background flows are endless flows capped at
+their rate, and at a failure every flow still to send across the link moves to
+``topology.routing.backup_path``. Graphs without events never reach it.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import numpy as np
 
 from simulator.maxmin import BATCH_RTOL, LEVEL_RTOL, max_min_rates, max_min_small
 from simulator.result import Result
-from topology.links import link_rate_mbps
+from topology.links import background_flows, link_failures, link_rate_mbps
 from traffic.schedule import DTYPES, Schedule, ScheduleError
 
 try:  # the compiled event loop; the engines below are the reference and the fallback
@@ -461,6 +467,12 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     ``count * itemsize * 8`` bits. ``finish_s`` is the arrival time (sending done plus
     ``hop_latency_s`` per link). ScheduleError on a path that leaves the graph, an unknown
     dependency or a dependency cycle.
+
+    The graph's background flows share links with the transfers (each capped at its
+    ``mbps``; the ``background_mbps`` they explain is capacity again); at each of its link
+    failures the flows still to send across the link continue on ``backup_path`` (ValueError
+    naming the flow and the link when there is none), and ``Result.rerouted`` lists the
+    transfers that did. The makespan and times cover the schedule's transfers only.
     """
     startup_s = _check_option("startup_s", startup_s)
     hop_latency_s = _check_option("hop_latency_s", hop_latency_s)
@@ -472,10 +484,17 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     transfers = schedule.transfers
     if not transfers:
         return Result(0.0, {}, {})
-    row_of, rows, cap, table = _link_table(graph, schedule, goodput)
-    if compiled is not None and ENGINE in ("auto", "compiled"):
+    rerouted: tuple[int, ...] = ()
+    if background_flows(graph) or link_failures(graph):
+        from simulator.events import with_events
+
+        start, finish, rerouted = with_events(graph, schedule, startup_s, hop_latency_s,
+                                               goodput)
+    elif compiled is not None and ENGINE in ("auto", "compiled"):
+        row_of, rows, cap, table = _link_table(graph, schedule, goodput)
         start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s)
     else:
+        row_of, rows, cap, table = _link_table(graph, schedule, goodput)
         run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
         servers = {t.src for t in transfers} | {t.dst for t in transfers}
         if ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready)
@@ -493,4 +512,5 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
         makespan_s=max(finish),
         start_s=dict(zip(ids, start, strict=True)),
         finish_s=dict(zip(ids, finish, strict=True)),
+        rerouted=tuple(sorted(ids[i] for i in rerouted)),
     )

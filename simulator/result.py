@@ -10,26 +10,35 @@ from dataclasses import dataclass
 from typing import Any
 
 _FIELDS = ("makespan_s", "start_s", "finish_s", "source")
+#: Fields a document may leave out (older documents have none of them).
+_OPTIONAL = ("rerouted",)
 
 
 @dataclass(frozen=True)
 class Result:
     """Completion of one AllReduce: the makespan and, per transfer id, when it started and
-    when it arrived, in seconds from the start of the collective."""
+    when it arrived, in seconds from the start of the collective; ``rerouted`` lists, in
+    increasing order, the ids of the transfers that left their scheduled path for a backup
+    path around a failed link."""
 
     makespan_s: float
     start_s: dict[int, float]
     finish_s: dict[int, float]
     source: str = "simulator"
+    rerouted: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (transfer ids become string keys)."""
-        return {
+        """A JSON-able dict (transfer ids become string keys); ``rerouted`` appears only
+        when not empty, so a run without failures gives the same document as before."""
+        doc = {
             "makespan_s": self.makespan_s,
             "start_s": {str(k): v for k, v in self.start_s.items()},
             "finish_s": {str(k): v for k, v in self.finish_s.items()},
             "source": self.source,
         }
+        if self.rerouted:
+            doc["rerouted"] = list(self.rerouted)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Result:
@@ -37,7 +46,7 @@ class Result:
         if not isinstance(doc, dict):
             raise ValueError("result must be a JSON object")
         for key in doc:
-            if key not in _FIELDS:
+            if key not in _FIELDS and key not in _OPTIONAL:
                 raise ValueError(f"result has an unknown field {key!r}")
         for key in _FIELDS:
             if key not in doc:
@@ -57,8 +66,13 @@ class Result:
                     raise
                 raise ValueError(f"result.{key} has a key that is not a transfer id") \
                     from None
+        rerouted = doc.get("rerouted", [])
+        if not isinstance(rerouted, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in rerouted):
+            raise ValueError(f"result.rerouted must be a list of transfer ids, got {rerouted!r}")
         return cls(makespan_s=_seconds(doc["makespan_s"], "result.makespan_s"),
-                   start_s=times["start_s"], finish_s=times["finish_s"], source=doc["source"])
+                   start_s=times["start_s"], finish_s=times["finish_s"], source=doc["source"],
+                   rerouted=tuple(rerouted))
 
     def to_json(self) -> str:
         """Serialise to JSON; ``Result.from_json(r.to_json()) == r``."""

@@ -114,15 +114,15 @@ def background_flows(graph: nx.Graph) -> list[dict]:
 
 def with_background_flow(graph: nx.Graph, src: str, dst: str, mbps: float) -> nx.Graph:
     """A copy of ``graph`` with a steady flow of ``mbps`` Mbit/s from server ``src`` to
-    server ``dst`` on its first routing path (``topology.paths``); every link of the path
-    gains ``mbps`` of ``background_mbps``. ValueError naming the flow when it leaves a link
-    no capacity.
+    server ``dst`` on its routing path (the shortest of ``topology.paths``' first four, the
+    first of equals); every link of the path gains ``mbps`` of ``background_mbps``.
+    ValueError naming the flow when it leaves a link no capacity.
     """
     from topology.routing import paths
 
     if not (float(mbps) > 0 and float(mbps) < float("inf")):
         raise ValueError(f"background {src}:{dst}: rate must be > 0, got {mbps!r}")
-    path = paths(graph, src, dst)[0]
+    path = min(paths(graph, src, dst, 4), key=len)
     out = _degraded(graph, f"flow {src}:{dst}={float(mbps):g}")
     out.graph["background_flows"] = [*background_flows(graph), {
         "src": src, "dst": dst, "mbps": float(mbps), "path": list(path)}]
@@ -145,11 +145,15 @@ def link_failures(graph: nx.Graph) -> list[dict]:
 def with_link_failure(graph: nx.Graph, a: str, b: str, at_s: float) -> nx.Graph:
     """A copy of ``graph`` whose link a-b goes down ``at_s`` seconds into the run (the link
     stays in the graph: schedulers do not know the future). ValueError when a-b is not a
-    link, the time is negative, or losing the link would disconnect the network."""
+    link, the time is negative, or losing it with the graph's other failing links would
+    disconnect the network."""
     _edge(graph, (a, b))
     if not (float(at_s) >= 0 and float(at_s) < float("inf")):
         raise ValueError(f"link {a}-{b}: failure time must be >= 0 s, got {at_s!r}")
-    without_link(graph, a, b)  # refuses a failure that disconnects the network
+    remaining = graph
+    for failure in [*link_failures(graph), {"link": [a, b]}]:
+        # refuses failures that together disconnect the network
+        remaining = without_link(remaining, *failure["link"])
     out = _degraded(graph, f"fails {a}-{b}@{float(at_s):g}s")
     out.graph["link_failures"] = [*link_failures(graph),
                                   {"link": [a, b], "at_s": float(at_s)}]
