@@ -110,7 +110,8 @@ class EnvConfig:
 
     def at(self, size_bytes: int, cost: CostModel) -> EnvConfig:
         """This config for a buffer of ``size_bytes`` under the cost model ``cost``."""
-        return replace(self, size_bytes=int(size_bytes), **cost.kwargs())
+        return replace(self, size_bytes=int(size_bytes), startup_s=cost.startup_s,
+                       hop_latency_s=cost.hop_latency_s, goodput=cost.goodput)
 
 
 Scheduler = Callable[[Plan], tuple[Schedule, float]]

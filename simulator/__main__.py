@@ -21,6 +21,7 @@ from topology.cli import (
     run,
     with_conditions,
 )
+from topology.links import link_failures
 from traffic.collectives import ALGORITHMS
 from traffic.plugins import make_schedule, resolve
 from traffic.schedule import DTYPES, ScheduleError, read_schedule, validate
@@ -65,6 +66,10 @@ def _parser() -> ArgumentParser:
                         help="latency of every link a transfer crosses, seconds (default 0)")
     parser.add_argument("--goodput", type=float, default=1.0,
                         help="fraction of each link's rate that carries payload (default 1)")
+    parser.add_argument("--failover-s", type=float, default=0.0,
+                        help="with --fail-link-at: pause of a transfer that was crossing the "
+                             "link when it failed, seconds (a retransmission timeout; "
+                             "default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
@@ -107,15 +112,21 @@ def main() -> int:
                 except ScheduleError as exc:
                     raise ValueError(f"scheduler {name}: {exc}") from None
         result = simulate(graph, schedule, startup_s=args.startup_s,
-                          hop_latency_s=args.hop_latency_s, goodput=args.goodput)
-        rows.append({"algo": name, "makespan_s": result.makespan_s, "lower_bound_s": bound,
-                     "optimum_s": optimum, "transfers": len(schedule.transfers)})
+                          hop_latency_s=args.hop_latency_s, goodput=args.goodput,
+                          failover_s=args.failover_s)
+        row = {"algo": name, "makespan_s": result.makespan_s, "lower_bound_s": bound,
+               "optimum_s": optimum, "transfers": len(schedule.transfers)}
+        if link_failures(graph):
+            row["rerouted"] = len(result.rerouted)
+        rows.append(row)
     if args.json:
         print(json.dumps(rows if args.algo == "all" and not args.schedule else rows[0]))
         return 0
     print(f"{graph.graph['name']}, {size} bytes per server, "
           f"{graph.graph['bw_mbps']:g} Mbit/s links")
     print(f"lower bound {bound:.4f} s, packing optimum {optimum:.4f} s")
+    for change in graph.graph.get("degraded", []):
+        print(f"network: {change}")
     w = max(12, *(len(row["algo"]) for row in rows))
     print(f"{'algo':<{w}} {'transfers':>9} {'makespan_s':>11} {'x lower bound':>13} "
           f"{'x optimum':>9}")
@@ -123,7 +134,8 @@ def main() -> int:
         ratio = row["makespan_s"] / bound if bound else math.nan
         to_opt = row["makespan_s"] / optimum if optimum else math.nan
         print(f"{row['algo']:<{w}} {row['transfers']:>9} {row['makespan_s']:>11.4f} "
-              f"{ratio:>13.3f} {to_opt:>9.3f}")
+              f"{ratio:>13.3f} {to_opt:>9.3f}"
+              + (f"  ({row['rerouted']} transfers re-routed)" if "rerouted" in row else ""))
     return 0
 
 

@@ -22,9 +22,12 @@ class CostModel:
     hop_latency_s: float = 0.0
     #: Fraction of a link's rate one TCP flow moves.
     goodput: float = 1.0
+    #: Pause of a flow that was sending across a link when it failed, before it continues on
+    #: the backup path (the transport's retransmission timeout), seconds.
+    failover_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("startup_s", "hop_latency_s"):
+        for name in ("startup_s", "hop_latency_s", "failover_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0 < self.goodput <= 1:
@@ -49,7 +52,8 @@ class CostModel:
             raise ValueError(f"{path} records no calibration (run without --no-calibrate)")
         return cls(startup_s=float(cal["startup_s"]),
                    hop_latency_s=float(cal.get("hop_latency_s", 0.0)),
-                   goodput=min(1.0, float(cal["goodput_ratio"])))
+                   goodput=min(1.0, float(cal["goodput_ratio"])),
+                   failover_s=float(cal.get("failover_s", 0.0)))
 
 
 #: The pure bandwidth model.
@@ -57,5 +61,7 @@ BANDWIDTH_ONLY = CostModel()
 #: What ``sudo make demo`` measured on this machine (BCube(4,1), 10 Mbit/s, OVS userspace
 #: datapath): one flow moves 0.985 of the shaped rate, a transfer's fixed cost is 2.0 ms.
 #: The calibration does not separate a per-link latency from the fixed cost (it measures
-#: one-link transfers), so the latency is 0 here.
-CALIBRATED = CostModel(startup_s=2.0e-3, hop_latency_s=0.0, goodput=0.985)
+#: one-link transfers), so the latency is 0 here. A flow cut by a failing link waits for
+#: the emulated hosts' minimum retransmission timeout (``emulation.net.RTO_MIN_MS``).
+CALIBRATED = CostModel(startup_s=2.0e-3, hop_latency_s=0.0, goodput=0.985,
+                       failover_s=1.0)

@@ -83,8 +83,8 @@ class _Network:
 
 
 def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
-                 hop_latency_s: float, goodput: float
-                 ) -> tuple[list[float], list[float], tuple[int, ...]]:
+                hop_latency_s: float, goodput: float, failover_s: float = 0.0
+                ) -> tuple[list[float], list[float], tuple[int, ...]]:
     """Start times, arrival times and the re-routed transfers (positions in the schedule) of
     a run with the graph's background flows and link failures.
 
@@ -93,7 +93,9 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
     Failures apply in time order, after the transfers that stop sending then and before the
     ones that start then: every flow still to send whose path crosses the link (sending or
     not yet started) moves its remaining bits to the path repaired around it, and a
-    transfer's arrival latency follows the path it finishes on. Every event re-solves the
+    transfer's arrival latency follows the path it finishes on. A flow that was sending
+    across the link sends nothing for ``failover_s`` first (the transport's recovery of
+    what the link lost: a retransmission timeout). Every event re-solves the
     whole component of the flows that share a link with what it touched; failures after
     the last arrival are never reached."""
     net = _Network(graph, goodput)
@@ -121,6 +123,8 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
     sending = set(range(count, total))
     rerouted: set[int] = set()
     dirty: set[int] = set()
+    stalled: dict[int, float] = {}  # flow -> when it sends again after a failure
+    resumes: list[tuple[float, int]] = []
     now = 0.0
 
     def join(f: int) -> None:
@@ -150,6 +154,8 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
             break
         if upcoming < len(failures) and failures[upcoming][0] < t_next:
             t_next = failures[upcoming][0]
+        if resumes and resumes[0][0] < t_next:
+            t_next = resumes[0][0]
         t_next = max(t_next, now)
         horizon = t_next * (1.0 + BATCH_RTOL)
         while projected and projected[0][0] <= horizon:
@@ -183,7 +189,15 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
                 if f in sending:
                     rate[f] = 0.0
                     version[f] += 1
-                    join(f)
+                    if failover_s > 0 and f not in stalled:
+                        stalled[f] = now + failover_s
+                        heapq.heappush(resumes, (stalled[f], f))
+                    if f not in stalled:
+                        join(f)
+        while resumes and resumes[0][0] <= horizon:
+            _, f = heapq.heappop(resumes)
+            del stalled[f]
+            join(f)
         for f in run.due(horizon):
             rem[f], since[f], rate[f] = run.bits[f], now, 0.0
             sending.add(f)

@@ -460,7 +460,8 @@ def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]]
 
 
 def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
-             hop_latency_s: float = 0.0, goodput: float = 1.0) -> Result:
+             hop_latency_s: float = 0.0, goodput: float = 1.0,
+             failover_s: float = 0.0) -> Result:
     """Simulate ``schedule`` on ``graph`` and return per-transfer start/finish times.
 
     Link capacity per direction is ``bw_mbps * 1e6 * goodput`` bit/s; a transfer carries
@@ -471,11 +472,13 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     The graph's background flows share links with the transfers (each capped at its
     ``mbps``; the ``background_mbps`` they explain is capacity again); at each of its link
     failures the flows still to send across the link continue on ``backup_path`` (ValueError
-    naming the flow and the link when there is none), and ``Result.rerouted`` lists the
-    transfers that did. The makespan and times cover the schedule's transfers only.
+    naming the flow and the link when there is none), a flow that was sending across it
+    pausing ``failover_s`` first, and ``Result.rerouted`` lists the transfers that moved.
+    The makespan and times cover the schedule's transfers only.
     """
     startup_s = _check_option("startup_s", startup_s)
     hop_latency_s = _check_option("hop_latency_s", hop_latency_s)
+    failover_s = _check_option("failover_s", failover_s)
     goodput = _check_option("goodput", goodput, positive=True)
     if goodput > 1:
         raise ValueError(f"goodput must be <= 1, got {goodput!r}")
@@ -489,7 +492,7 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
         from simulator.events import with_events
 
         start, finish, rerouted = with_events(graph, schedule, startup_s, hop_latency_s,
-                                               goodput)
+                                              goodput, failover_s)
     elif compiled is not None and ENGINE in ("auto", "compiled"):
         row_of, rows, cap, table = _link_table(graph, schedule, goodput)
         start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s)

@@ -8,7 +8,8 @@ from simulator import BANDWIDTH_ONLY, CALIBRATED, CostModel
 
 
 def test_defaults_and_kwargs():
-    assert BANDWIDTH_ONLY.kwargs() == {"startup_s": 0.0, "hop_latency_s": 0.0, "goodput": 1.0}
+    assert BANDWIDTH_ONLY.kwargs() == {"startup_s": 0.0, "hop_latency_s": 0.0, "goodput": 1.0,
+                                       "failover_s": 0.0}
     assert CALIBRATED.startup_s > 0 and 0 < CALIBRATED.goodput < 1
 
 
