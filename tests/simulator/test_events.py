@@ -117,6 +117,21 @@ def test_failure_during_a_transfer_moves_the_rest_to_the_backup_path():
     assert r.rerouted == (0,)
 
 
+def test_a_cut_transfer_pauses_failover_s_and_one_not_yet_started_does_not():
+    # Transfer 0 sends alone at 100 until 0.04 s (4 Mbit), pauses 0.05 s, then sends its
+    # last 6 Mbit on the detour at 100; transfer 1 starts at 0.06 s on the detour with no
+    # pause, alone until transfer 0 resumes at 0.09 s, then both at 50.
+    g = with_link_failure(bcube(), "s00", "w0_0", 0.04)
+    second = send(1, DIRECT, 4e6, deps=(2,))
+    gate = send(2, ("s10", "w1_0", "s00"), 6e6)
+    r = simulate(g, plan(send(0, DIRECT, 1e7), second, gate), failover_s=0.05)
+    # 1: 0.06..0.09 alone (3 Mbit), then 1 Mbit at 50 -> 0.11. 0: 0.09..0.11 at 50 (1 Mbit),
+    # then 5 Mbit at 100 -> 0.16.
+    assert r.finish_s[1] == pytest.approx(0.11, rel=1e-12)
+    assert r.finish_s[0] == pytest.approx(0.16, rel=1e-12)
+    assert r.rerouted == (0, 1)
+
+
 def test_failure_before_the_start_uses_the_backup_path_from_the_start():
     g = with_link_failure(bcube(), "s00", "w0_0", 0.005)
     r = simulate(g, plan(send(0, DIRECT, 1e7)), startup_s=0.01, hop_latency_s=1e-3)
