@@ -294,6 +294,30 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             )
             if not proof["ok"]:
                 row["failure"] = "route counters: " + proof["errors"][0]
+            background_ok = row.get("background_proof", {"ok": True})
+            if not background_ok["ok"]:
+                row["verified"] = False
+                row["failure"] = "background route: " + background_ok["errors"][0]
+            if failures:
+                intact = graph.copy()
+                intact.graph.pop("link_failures")
+                without = simulate(intact, schedule, goodput=goodput,
+                                   startup_s=startup_s).makespan_s
+                row["link_failure"] = {
+                    "links": [f["link"] for f in failures],
+                    "at_s": [f["at_s"] for f in failures],
+                    "simulated_without_s": without,
+                    "simulated_lost_s": sim.makespan_s - without,
+                    "emulated_lost_s": measured.makespan_s - without,
+                    "rerouted_transfers": list(sim.rerouted),
+                    "failed_over_routes": proof.get("failed_over", []),
+                }
+                progress(f"{name}: {len(proof.get('failed_over', []))} route directions "
+                         f"failed over, {len(sim.rerouted)} transfers re-routed in the "
+                         f"simulator; time lost to the failure: simulated "
+                         f"{sim.makespan_s - without:.3f} s, emulated "
+                         f"{measured.makespan_s - without:.3f} s (vs the simulated run "
+                         "without it)")
             progress(f"{name}: emulated {measured.makespan_s:.3f} s "
                      f"({row['error_pct']:+.1f}% vs simulated), sums "
                      f"{'verified' if sums_ok else 'WRONG'}, routes "

@@ -150,12 +150,12 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
         t_next = run.next_time()
         if projected and projected[0][0] < t_next:
             t_next = projected[0][0]
+        if resumes and resumes[0][0] < t_next:
+            t_next = resumes[0][0]
         if t_next == math.inf:
             break
         if upcoming < len(failures) and failures[upcoming][0] < t_next:
             t_next = failures[upcoming][0]
-        if resumes and resumes[0][0] < t_next:
-            t_next = resumes[0][0]
         t_next = max(t_next, now)
         horizon = t_next * (1.0 + BATCH_RTOL)
         while projected and projected[0][0] <= horizon:

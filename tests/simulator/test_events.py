@@ -132,6 +132,12 @@ def test_a_cut_transfer_pauses_failover_s_and_one_not_yet_started_does_not():
     assert r.rerouted == (0, 1)
 
 
+def test_the_pause_of_the_only_transfer_left_is_waited_for():
+    g = with_link_failure(bcube(), "s00", "w0_0", 0.04)
+    r = simulate(g, plan(send(0, DIRECT, 1e7)), failover_s=0.5)
+    assert r.finish_s[0] == pytest.approx(0.6, rel=1e-12)
+
+
 def test_failure_before_the_start_uses_the_backup_path_from_the_start():
     g = with_link_failure(bcube(), "s00", "w0_0", 0.005)
     r = simulate(g, plan(send(0, DIRECT, 1e7)), startup_s=0.01, hop_latency_s=1e-3)
