@@ -453,14 +453,18 @@ class EmulatedNetwork:
 
     def calibrate(self, seconds: float = 3.0) -> dict:
         """Single-flow probe between the first two servers over their base (shortest) path:
-        configured bottleneck rate, measured goodput and their ratio."""
+        configured bottleneck rate, measured goodput and their ratio, and the flow's TCP
+        round trip and retransmission timeout at its end (``failover_s``: how long a flow
+        whose packets a failing link dropped waits before it sends again)."""
         src, dst = self.servers[0], self.servers[1]
         path = nx.shortest_path(self.graph, src, dst)
         configured = min(self.graph.edges[a, b]["bw_mbps"] for a, b in zip(path, path[1:]))
-        measured = self.measure_goodput(src, dst, seconds)
+        flow = probes.measure_flow(self, src, dst, seconds)
+        measured = flow["mbps"]
         return {"src": src, "dst": dst, "path": path, "seconds": seconds,
                 "configured_mbps": configured, "measured_mbps": measured,
-                "goodput_ratio": measured / configured}
+                "goodput_ratio": measured / configured, "srtt_s": flow["srtt_s"],
+                "failover_s": flow["rto_s"]}
 
     def host(self, name: str):
         """The Mininet host of server ``name``."""

@@ -53,13 +53,21 @@ def measure_goodput(net, src: str, dst: str, seconds: float = 3.0, port: int = 5
                     warmup_s: float = 0.5) -> float:
     """Single TCP flow src -> dst for ``seconds`` (base routes, or a schedule route when
     ``port`` is one); the receiver's goodput in Mbit/s after ``warmup_s``."""
+    return measure_flow(net, src, dst, seconds, port, warmup_s)["mbps"]
+
+
+def measure_flow(net, src: str, dst: str, seconds: float = 3.0, port: int = 5001,
+                 warmup_s: float = 0.5) -> dict:
+    """``measure_goodput``'s flow, with what the sender's TCP reports at its end:
+    ``{"mbps", "srtt_s", "rto_s"}`` (smoothed round trip and retransmission timeout, from
+    TCP_INFO)."""
     receiver = net.popen(dst, [sys.executable, "-c", _RECEIVER, net.ip(dst), str(port),
                                str(warmup_s)], text=True)
     sender = net.popen(src, [sys.executable, "-c", _SENDER, net.ip(dst), str(port),
                              str(seconds)], text=True)
     try:
         out, err = receiver.communicate(timeout=seconds + 20)
-        _, sender_err = sender.communicate(timeout=10)
+        sender_out, sender_err = sender.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         raise EmulationError(f"goodput probe {src}->{dst} timed out") from None
     finally:
@@ -69,7 +77,9 @@ def measure_goodput(net, src: str, dst: str, seconds: float = 3.0, port: int = 5
         raise EmulationError(f"goodput probe {src}->{dst} failed: {err.strip()[-300:]} "
                              f"{sender_err.strip()[-300:]}")
     result = json.loads(out)
-    return result["bytes"] * 8 / result["seconds"] / 1e6
+    tcp = json.loads(sender_out)
+    return {"mbps": result["bytes"] * 8 / result["seconds"] / 1e6,
+            "srtt_s": tcp["rtt_us"] / 1e6, "rto_s": tcp["rto_us"] / 1e6}
 
 
 def kill(proc) -> None:
@@ -105,7 +115,7 @@ print(json.dumps({"bytes": counted, "seconds": (last - start) if last else 1e-9}
 """
 
 _SENDER = r"""
-import socket, sys, time
+import json, socket, struct, sys, time
 ip, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 deadline = time.monotonic() + 10
 while True:
@@ -117,5 +127,9 @@ while True:
 block = b"x" * (1 << 16); end = time.monotonic() + seconds
 while time.monotonic() < end:
     s.sendall(block)
+# struct tcp_info: 8 one-byte fields, then 32-bit tcpi_rto (us) first and tcpi_rtt 16th.
+info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+rto, rtt = struct.unpack_from("I", info, 8)[0], struct.unpack_from("I", info, 8 + 4 * 15)[0]
+print(json.dumps({"rto_us": rto, "rtt_us": rtt}))
 s.close()
 """

@@ -203,7 +203,9 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                      "(exit it to tear the network down)")
             net.cli()
             return {}
-        goodput, startup_s, probe = 1.0, 0.0, None
+        # Without calibration a flow cut by a failing link waits the hosts' minimum
+        # retransmission timeout; the calibration measures the timeout of a loaded flow.
+        goodput, startup_s, probe, failover_s = 1.0, 0.0, None, RTO_MIN_MS / 1e3
         addresses = {s: net.ip(s) for s in net.servers}
         ranks = {s: graph.nodes[s]["rank"] for s in net.servers}
 
@@ -213,9 +215,11 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
 
         if not args.no_calibrate:
             probe = net.calibrate()
-            goodput = probe["goodput_ratio"]
+            goodput, failover_s = probe["goodput_ratio"], probe["failover_s"]
             progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
-                     f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f})")
+                     f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f}); its "
+                     f"round trip {1e3 * probe['srtt_s']:.0f} ms, retransmission timeout "
+                     f"{1e3 * failover_s:.0f} ms")
             a, b = probe["src"], probe["dst"]
             chain = startup_probe(graph, a, b)
             measured = run_workers(chain, {a: addresses[a], b: addresses[b]}, {a: 0, b: 1},
@@ -233,9 +237,8 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                       for k, f in enumerate(flows)]
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
-            # A transfer cut by a failing link resumes after the hosts' retransmission timeout.
             sim = simulate(graph, schedule, goodput=goodput, startup_s=startup_s,
-                           failover_s=RTO_MIN_MS / 1e3)
+                           failover_s=failover_s)
             row: dict[str, Any] = {
                 "scheduler": name, "transfers": len(schedule.transfers),
                 "simulated_s": sim.makespan_s, "simulated_raw_s": raw.makespan_s,
