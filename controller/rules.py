@@ -35,7 +35,7 @@ from typing import Any
 import networkx as nx
 
 from controller.topofile import Topology
-from topology.routing import backup_path
+from topology.routing import backup_path, servers
 
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
@@ -181,9 +181,7 @@ def next_hops(topo: Topology, dst: str) -> dict[str, str]:
 def base_rules(topo: Topology) -> list[FlowRule]:
     """Table-miss drop, IPv6 drop, and shortest-path IPv4 + ARP routing to every server."""
     out = miss_rules(topo)
-    servers = sorted(topo.hosts, key=lambda v: topo.graph.nodes[v]["rank"])
-    for dst in servers:
-        rank = topo.graph.nodes[dst]["rank"]
+    for rank, dst in enumerate(servers(topo.graph)):
         ip = topo.ip(dst)
         for name, hop in next_hops(topo, dst).items():
             dp = topo.datapaths[name]

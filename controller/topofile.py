@@ -22,6 +22,7 @@ from pathlib import Path
 import networkx as nx
 
 from topology.links import relays
+from topology.routing import servers as topology_servers
 
 SCHEMA = 1
 
@@ -151,9 +152,7 @@ def layout(graph: nx.Graph) -> Topology:
     Bridge names are the switch names and ``v`` + the server name for server datapaths (an OVS
     bridge name is a Linux interface name: ``dp<dpid>`` replaces one that is too long).
     """
-    servers = sorted(
-        (data["rank"], v) for v, data in graph.nodes(data=True) if data["role"] == "server"
-    )
+    servers = list(enumerate(topology_servers(graph)))
     hosts = {v: HostAddress(host_ip(r), host_mac(r)) for r, v in servers}
     relays = server_centric(graph)
     nodes = [v for v, role in graph.nodes(data="role") if role == "switch"]

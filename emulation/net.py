@@ -53,6 +53,7 @@ from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
 from emulation import netstate, probes
 from emulation.plan import EmulationError, plan_links, port_free, preflight, shaping_commands
+from topology.routing import servers
 
 __all__ = ["EmulatedNetwork", "EmulationError", "clean", "plan_links"]
 
@@ -443,7 +444,7 @@ class EmulatedNetwork:
     @property
     def servers(self) -> list[str]:
         """Server names by rank."""
-        return sorted(self.topology.hosts, key=lambda v: self.graph.nodes[v]["rank"])
+        return servers(self.graph)
 
     def cli(self) -> None:
         """Open Mininet's interactive CLI on the running network."""
