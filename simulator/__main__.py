@@ -45,7 +45,7 @@ def _parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Simulate an AllReduce schedule on a "
                             "data-center topology (flow-level, max-min fair).")
     add_topology_args(parser)
-    parser.add_argument("--algo", default="all",
+    parser.add_argument("--algo", "--scheduler", dest="algo", default="all",
                         help="scheduler: " + ", ".join(ALGORITHMS) + ", drl, a plugin's entry "
                              "point name, package.module:function, or all built-in "
                              "collectives (default: all)")
