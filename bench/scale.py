@@ -86,12 +86,12 @@ def main() -> int:
 
 
 def _size(spec: dict) -> tuple[int, int]:
-    """Servers and OpenFlow datapaths of the emulated network of a topology spec (a relaying
-    server of BCube and DCell has a datapath of its own)."""
+    """Servers and OpenFlow datapaths of the emulated network of a topology spec (a server
+    that relays has a datapath of its own)."""
     graph = from_spec(spec)
     servers = len(tp.servers(graph))
     switches = graph.number_of_nodes() - servers
-    return servers, switches + (servers if spec["family"] in ("bcube", "dcell") else 0)
+    return servers, switches + (servers if tp.relays(graph) else 0)
 
 
 if __name__ == "__main__":

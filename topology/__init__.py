@@ -14,11 +14,12 @@ from topology.jellyfish import jellyfish_graph
 from topology.links import (
     fingerprint,
     link_rate_mbps,
+    relays,
     with_background,
     with_link_rates,
     without_link,
 )
-from topology.routing import paths, servers, shortest_paths, switches
+from topology.routing import backup_path, paths, servers, shortest_paths, switches
 
 FAMILIES = ("bcube", "dcell", "jellyfish")
 
@@ -66,6 +67,7 @@ __all__ = [
     "DEFAULT_BW_MBPS",
     "FAMILIES",
     "MAX_SERVERS",
+    "backup_path",
     "bcube_graph",
     "build_path_set",
     "dcell_graph",
@@ -75,6 +77,7 @@ __all__ = [
     "jellyfish_graph",
     "link_rate_mbps",
     "make_graph",
+    "relays",
     "paths",
     "servers",
     "shortest_paths",
