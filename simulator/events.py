@@ -12,7 +12,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from simulator.fluid import SMALL_COMPONENT, _check_option, _component, _Run
+from simulator.fluid import SMALL_COMPONENT, _check_option, _component, _next_event, _Run
 from simulator.maxmin import BATCH_RTOL, max_min_rates, max_min_small
 from topology.links import background_flows, link_failures, link_rate_mbps
 from topology.routing import backup_path
@@ -145,11 +145,7 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
         join(f)
     upcoming = 0
     while True:
-        while projected and projected[0][2] != version[projected[0][1]]:
-            heapq.heappop(projected)
-        t_next = run.next_time()
-        if projected and projected[0][0] < t_next:
-            t_next = projected[0][0]
+        t_next = _next_event(run, projected, version)
         if resumes and resumes[0][0] < t_next:
             t_next = resumes[0][0]
         if t_next == math.inf:

@@ -181,6 +181,18 @@ class _Run:
         return new
 
 
+def _next_event(run: _Run, projected: list[tuple[float, int, int]], version: list[int]
+                ) -> float:
+    """The earliest of the run's next start or arrival and the first projected finish that
+    is still current (stale heap entries, whose version is behind, are dropped)."""
+    while projected and projected[0][2] != version[projected[0][1]]:
+        heapq.heappop(projected)
+    t_next = run.next_time()
+    if projected and projected[0][0] < t_next:
+        t_next = projected[0][0]
+    return t_next
+
+
 def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarray,
                  table: np.ndarray) -> None:
     """Engine for schedules with few flows per component: Python state per flow, a heap of
@@ -200,11 +212,7 @@ def _incremental(run: _Run, row_of: list[int], caps: list[float], cap: np.ndarra
     used = [0.0] * len(caps)
     now = 0.0
     while True:
-        while projected and projected[0][2] != version[projected[0][1]]:
-            heapq.heappop(projected)
-        t_next = run.next_time()
-        if projected and projected[0][0] < t_next:
-            t_next = projected[0][0]
+        t_next = _next_event(run, projected, version)
         if t_next == math.inf:
             return
         t_next = max(t_next, now)
