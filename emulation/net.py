@@ -127,9 +127,13 @@ class EmulatedNetwork:
 
     def __init__(self, graph: nx.Graph, workdir: Path, of_port: int = 6653,
                  api_port: int = 8080, bw_mbps: float | None = None, tso: bool = False,
-                 wait_s: float = 600.0, mtu: int = MTU):
+                 wait_s: float = 600.0, mtu: int = MTU, datapath: str = "user",
+                 delay_ms: float = 0.0, loss_pct: float = 0.0):
         if bw_mbps is not None and not bw_mbps > 0:
             raise ValueError(f"bw_mbps must be > 0, got {bw_mbps!r}")
+        if datapath not in ("user", "kernel"):
+            raise ValueError(f"datapath must be user or kernel, got {datapath!r}")
+        self.datapath, self.delay_ms, self.loss_pct = datapath, delay_ms, loss_pct
         self.graph = graph.copy()
         if bw_mbps is not None:
             nx.set_edge_attributes(self.graph, float(bw_mbps), "bw_mbps")
@@ -202,7 +206,8 @@ class EmulatedNetwork:
         self._shape_switch_ports(links)
         self.timings["network_up_s"] = time.monotonic() - t0
         self._wait_controller(t0)
-        self._raise_ovs_buffers(links)
+        if self.datapath == "user":
+            self._raise_ovs_buffers(links)
 
     def _raise_ovs_buffers(self, links: list[dict]) -> None:
         """OVS's socket buffers (see the module doc): the transmit socket holds every shaped
@@ -277,9 +282,9 @@ class EmulatedNetwork:
             host.cmd(sysctls)
         self.state.save()
         for dp in topo.datapaths.values():
-            net.addSwitch(dp.bridge, cls=MarkedSwitch, dpid=f"{dp.dpid:016x}", datapath="user",
-                          protocols="OpenFlow13", failMode="secure", batch=True,
-                          run_id=self.state.run_id)
+            net.addSwitch(dp.bridge, cls=MarkedSwitch, dpid=f"{dp.dpid:016x}",
+                          datapath=self.datapath, protocols="OpenFlow13", failMode="secure",
+                          batch=True, run_id=self.state.run_id)
         offload = {"txo": self.tso, "rxo": self.tso}
         for link in links:
             net.addLink(link["a"], link["b"], port1=link["port_a"], port2=link["port_b"],
@@ -296,7 +301,8 @@ class EmulatedNetwork:
         for name in topo.hosts:
             lines = [line for link in links for end in ("a", "b")
                      if link["bw_mbps"] and link[end] == name
-                     for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"], self.mtu)]
+                     for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"], self.mtu,
+                                                 self.delay_ms, self.loss_pct)]
             if lines:
                 self._tc_batch(lines, f"shaping-{name}.tc", net.get(name))
 
@@ -328,7 +334,8 @@ class EmulatedNetwork:
         (``emulation.plan.shaping_commands``)."""
         lines = [line for link in links for end in ("a", "b")
                  if link["bw_mbps"] and link[end] not in self.topology.hosts
-                 for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"], self.mtu)]
+                 for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"], self.mtu,
+                                                 self.delay_ms, self.loss_pct)]
         if lines:
             self._tc_batch(lines, "shaping.tc")
 

@@ -57,7 +57,8 @@ CONTROL_SHARE = 0.1
 FLOW_QUEUES = 256
 
 
-def shaping_commands(dev: str, bw_mbps: float, mtu: int = 1500) -> list[str]:
+def shaping_commands(dev: str, bw_mbps: float, mtu: int = 1500, delay_ms: float = 0.0,
+                     loss_pct: float = 0.0) -> list[str]:
     """``tc -batch`` lines that shape ``dev`` to ``bw_mbps`` with HTB, the way the flow-level
     model shares a link: a link class; under it a control class served first, which takes TCP
     SYNs and IPv4 packets shorter than CONTROL_MAX_IP_BYTES; FLOW_QUEUES data classes served
@@ -69,7 +70,11 @@ def shaping_commands(dev: str, bw_mbps: float, mtu: int = 1500) -> list[str]:
     flows would be served a whole message after another instead of side by side. The model has
     neither: control packets skip the data, and round robin over routes is fair queueing,
     which gives every flow its max-min fair share. Data classes have no burst allowance
-    (``burst 1b``): after an idle spell a queue sends one packet at once, not a burst."""
+    (``burst 1b``): after an idle spell a queue sends one packet at once, not a burst.
+
+    With ``delay_ms`` or ``loss_pct`` every leaf class gets a netem qdisc (needs the
+    sch_netem module) that delays or drops what it releases: a link's one-way latency and
+    random loss, in each direction where both ends are shaped."""
     rate = f"{bw_mbps:g}Mbit"
     exact = "burst 1b cburst 1b"
     per_queue = f"{bw_mbps * (1 - CONTROL_SHARE) / (FLOW_QUEUES + 1) * 1000:.3f}kbit"
@@ -100,6 +105,12 @@ def shaping_commands(dev: str, bw_mbps: float, mtu: int = 1500) -> list[str]:
     ]
     lines += [f"filter add dev {dev} parent 5: protocol ip prio 3 u32 ht 2:{q:x}: match u32 0 0 "
               f"flowid 5:{0x100 + q:x}" for q in range(FLOW_QUEUES)]
+    if delay_ms or loss_pct:
+        effect = (f" delay {delay_ms:g}ms" if delay_ms else "") + \
+                 (f" loss {loss_pct:g}%" if loss_pct else "")
+        leaves = ["5:2", "5:1", *(f"5:{0x100 + q:x}" for q in range(FLOW_QUEUES))]
+        lines += [f"qdisc replace dev {dev} parent {leaf} handle {0x10 + i:x}: netem{effect}"
+                  for i, leaf in enumerate(leaves)]
     return lines
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import networkx as nx
 
+from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
 from simulator import lower_bound, packing_bound, simulate
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from topology.links import background_flows, link_failures, relays
@@ -97,9 +98,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="skip calibration (the single-flow goodput probe and the fixed-cost "
                              "probe): the simulator then uses the configured rates, no fixed "
                              "cost")
+    parser.add_argument("--datapath", default="user", choices=DATAPATHS,
+                        help="Open vSwitch datapath: user (the tested default), kernel (needs "
+                             "the openvswitch kernel module) or auto (kernel where its module "
+                             "loads)")
     parser.add_argument("--delay-ms", type=float, default=None,
-                        help="link delay: NOT available (this kernel has no netem); "
-                             "any value is refused with an explanation")
+                        help="one-way delay of every link, ms (netem: needs the sch_netem "
+                             "kernel module, refused without it); the simulator adds it per "
+                             "link crossed")
+    parser.add_argument("--loss-pct", type=float, default=None,
+                        help="random loss of every link, per cent (netem, as --delay-ms)")
     parser.add_argument("--of-port", type=int, default=6653, help="OpenFlow port (127.0.0.1)")
     parser.add_argument("--api-port", type=int, default=8080,
                         help="controller HTTP API port (127.0.0.1)")
@@ -138,9 +146,10 @@ def progress(message: str) -> None:
 
 def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any]]]:
     """Everything that needs no network: topology, schedules, validation, simulation."""
-    if args.delay_ms is not None:
-        raise ValueError(f"--delay-ms {args.delay_ms:g}: link delay cannot be emulated here "
-                         "(the kernel has no netem); only bandwidth (HTB) is shaped")
+    args.features = detect()
+    args.delay_ms, args.loss_pct = check_link_effects(args.delay_ms, args.loss_pct,
+                                                      args.features)
+    args.datapath = choose_datapath(args.datapath, args.features)
     if not args.size_mb > 0:
         raise ValueError(f"--size-mb must be > 0, got {args.size_mb:g}")
     if not args.timeout_s > 0:
@@ -191,9 +200,13 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     rows = []
     doc: dict[str, Any] = {}
     started = time.monotonic()
-    progress(f"building {graph.graph['name']} in Mininet (OVS userspace datapath)")
+    progress(f"building {graph.graph['name']} in Mininet (OVS {args.datapath}space datapath"
+             + (f", links {args.delay_ms:g} ms" if args.delay_ms else "")
+             + (f", {args.loss_pct:g} % loss" if args.loss_pct else "") + ")")
+    hop_s = args.delay_ms / 1e3
     with EmulatedNetwork(graph, workdir=out / "net", of_port=args.of_port,
-                         api_port=args.api_port) as net:
+                         api_port=args.api_port, datapath=args.datapath,
+                         delay_ms=args.delay_ms, loss_pct=args.loss_pct) as net:
         progress("network up, controller connected, base rules in: "
                  + ", ".join(f"{k} {v:.1f} s" for k, v in net.timings.items()))
         if args.cli:
@@ -225,7 +238,10 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             measured = run_workers(chain, {a: addresses[a], b: addresses[b]}, {a: 0, b: 1},
                                    spawn, out / "workers" / "startup-probe",
                                    timeout_s=args.timeout_s)
-            startup_s = measured.makespan_s / len(chain.transfers)
+            # Each transfer of the chain waits for the previous one's arrival: a fixed cost
+            # plus the path's one-way delay, which the simulator adds per link.
+            there = len(chain.transfers[0].path) - 1
+            startup_s = max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s)
             probe["startup_s"] = startup_s
             progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "
                      f"{1e3 * startup_s:.1f} ms")
@@ -238,7 +254,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
             sim = simulate(graph, schedule, goodput=goodput, startup_s=startup_s,
-                           failover_s=failover_s)
+                           hop_latency_s=hop_s, failover_s=failover_s)
             row: dict[str, Any] = {
                 "scheduler": name, "transfers": len(schedule.transfers),
                 "simulated_s": sim.makespan_s, "simulated_raw_s": raw.makespan_s,
@@ -246,7 +262,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                 "verified": False,
                 "offered_load_mbps": offered_load_mbps(schedule, graph, raw.makespan_s),
             }
-            if row["offered_load_mbps"] > LOAD_BUDGET_MBPS:
+            if args.datapath == "user" and row["offered_load_mbps"] > LOAD_BUDGET_MBPS:
                 progress(f"warning: {name} makes the datapaths forward about "
                          f"{row['offered_load_mbps']:.0f} Mbit/s, above the ~"
                          f"{LOAD_BUDGET_MBPS:.0f} Mbit/s one OVS thread handles faithfully; "
@@ -304,8 +320,8 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             if failures:
                 intact = graph.copy()
                 intact.graph.pop("link_failures")
-                without = simulate(intact, schedule, goodput=goodput,
-                                   startup_s=startup_s).makespan_s
+                without = simulate(intact, schedule, goodput=goodput, startup_s=startup_s,
+                                   hop_latency_s=hop_s).makespan_s
                 row["link_failure"] = {
                     "links": [f["link"] for f in failures],
                     "at_s": [f["at_s"] for f in failures],
@@ -417,8 +433,11 @@ def main(argv: list[str] | None = None) -> int:
                        "background_flows": background_flows(graph),
                        "link_failures": link_failures(graph)},
         "lower_bound_s": lower_bound(graph, size_bytes),
-        "optimum_s": packing_bound(graph, size_bytes), "parameters": vars(args) | {
+        "optimum_s": packing_bound(graph, size_bytes),
+        "parameters": {k: v for k, v in vars(args).items() if k != "features"} | {
             "out": str(out)},
+        "datapath": args.datapath, "features": args.features.to_dict(),
+        "link_delay_ms": args.delay_ms, "link_loss_pct": args.loss_pct,
         "versions": versions(), **doc, **summarise(rows), "schedulers": rows,
     }
     write_json(out / "results.json", result)
@@ -426,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(table(rows, LOAD_BUDGET_MBPS, graph.graph["bw_mbps"]))
+        budget = LOAD_BUDGET_MBPS if args.datapath == "user" else None
+        print(table(rows, budget, graph.graph["bw_mbps"]))
         print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
               f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
               f"plots: {', '.join(f.name for f in files)}")
