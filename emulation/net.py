@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
@@ -52,8 +53,10 @@ import networkx as nx
 from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
 from emulation import netstate, probes
+from emulation.backend import Emulated, run_schedule
 from emulation.plan import EmulationError, plan_links, port_free, preflight, shaping_commands
 from topology.routing import servers
+from traffic.schedule import Schedule
 
 __all__ = ["EmulatedNetwork", "EmulationError", "clean", "plan_links"]
 
@@ -483,6 +486,16 @@ class EmulatedNetwork:
     def ip(self, name: str) -> str:
         """IPv4 address of server ``name``."""
         return self.topology.ip(name)
+
+    def run(self, schedule: Schedule, workdir: Path | None = None, *, seed: int = 0,
+            timeout_s: float = 120.0, say: Callable[[str], None] = lambda _: None
+            ) -> Emulated:
+        """Run ``schedule`` under the graph's network conditions and return what it
+        measured (a ``simulator.Result`` with ``source="emulation"``) and proved
+        (``emulation.backend.run_schedule``); WorkerError when a worker fails."""
+        where = workdir or self.workdir / "workers" / (schedule.algo or "schedule")
+        return run_schedule(self, schedule, Path(where), seed=seed, timeout_s=timeout_s,
+                            say=say)
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Bring graph link a-b down or up (both interfaces), as a cable pulled or plugged;

@@ -45,9 +45,6 @@ SCHEDULERS = (*BASELINES, "drl")
 #: messages (BCube(4,1) at 1 MB: 5 760) have not been measured for fidelity on this datapath.
 DEFAULT_SCHEDULERS = tuple(s for s in SCHEDULERS if s != "packing")
 
-#: TCP port of the first background flow (below the schedule routes' ports).
-BACKGROUND_PORT = 5301
-
 #: Forwarded traffic (Mbit/s summed over every datapath a byte crosses) above which the one
 #: userspace OVS thread, not the shaped links, becomes the bottleneck on 2 cores.
 LOAD_BUDGET_MBPS = 400.0
@@ -194,7 +191,6 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
 def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             plans: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     """Bring the network up, run every plan, tear everything down; return results.json."""
-    from controller.proof import verify_routes
     from emulation.net import RTO_MIN_MS, EmulatedNetwork
 
     rows = []
@@ -220,7 +216,6 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         # retransmission timeout; the calibration measures the timeout of a loaded flow.
         goodput, startup_s, probe, failover_s = 1.0, 0.0, None, RTO_MIN_MS / 1e3
         addresses = {s: net.ip(s) for s in net.servers}
-        ranks = {s: graph.nodes[s]["rank"] for s in net.servers}
 
         def spawn(server: str, argv: list[str]) -> subprocess.Popen:
             return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -246,11 +241,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "
                      f"{1e3 * startup_s:.1f} ms")
 
-        flows = background_flows(graph)
         failures = link_failures(graph)
-        background = [{"src": f["src"], "dst": f["dst"], "path": list(f["path"]),
-                       "tcp_port": BACKGROUND_PORT + k, "transfer_ids": []}
-                      for k, f in enumerate(flows)]
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
             sim = simulate(graph, schedule, goodput=goodput, startup_s=startup_s,
@@ -270,53 +261,30 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             progress(f"[{i}/{len(plans)}] {name}: installing {len(routes(schedule))} routes, "
                      f"running {len(addresses)} workers "
                      f"(simulated {sim.makespan_s:.2f} s)")
-            net.client.delete_routes()
-            net.client.put_routes([*routes(schedule), *background])
-            if flows:
-                net.start_background(flows, BACKGROUND_PORT)
-                progress(f"{name}: {len(flows)} background flow(s) running")
-                time.sleep(1.0)  # the flows reach their rates before the collective starts
-            events = [(f["at_s"], _link_action(net, f["link"], progress)) for f in failures]
             try:
-                measured = run_workers(schedule, addresses, ranks, spawn, out / "workers" / name,
-                                       seed=i, timeout_s=args.timeout_s, events=events)
+                run = net.run(schedule, out / "workers" / name, seed=i,
+                              timeout_s=args.timeout_s,
+                              say=lambda text, name=name: progress(f"{name}: {text}"))
             except WorkerError as exc:
                 row["failure"] = str(exc)
                 progress(f"{name}: FAILED: {exc}")
                 rows.append(row | {"simulated": sim.to_dict()})
                 continue
-            finally:
-                net.stop_background()
-                for failure in failures:
-                    net.set_link(*failure["link"], up=True)
-            stats = net.client.route_stats()
-            ours = {r["tcp_port"] for r in background}
-            proof = verify_routes(schedule, net.topology, {
-                **stats, "routes": [e for e in stats.get("routes", [])
-                                    if e["tcp_port"] not in ours]})
-            if background:
-                row["background_proof"] = verify_routes(background, net.topology, {
-                    **stats, "stray": [], "routes": [e for e in stats.get("routes", [])
-                                                     if e["tcp_port"] in ours]})
-            emulated = {"makespan_s": measured.makespan_s,
-                        "start_s": {str(k): v for k, v in measured.start_s.items()},
-                        "finish_s": {str(k): v for k, v in measured.finish_s.items()},
-                        "source": "emulation"}
-            sums_ok = all(measured.verified.values())
+            measured, proof, sums_ok = run.result, run.route_proof, run.sums_verified
             row.update(
                 emulated_s=measured.makespan_s,
                 error_pct=100.0 * (measured.makespan_s / sim.makespan_s - 1.0),
                 error_raw_pct=100.0 * (measured.makespan_s / raw.makespan_s - 1.0),
                 sums_verified=sums_ok, routes_verified=proof["ok"],
-                verified=sums_ok and proof["ok"], route_proof=proof,
-                simulated=sim.to_dict(), emulated=emulated,
+                verified=run.verified, route_proof=proof,
+                simulated=sim.to_dict(), emulated=measured.to_dict(),
             )
+            if run.background_proof is not None:
+                row["background_proof"] = run.background_proof
             if not proof["ok"]:
                 row["failure"] = "route counters: " + proof["errors"][0]
-            background_ok = row.get("background_proof", {"ok": True})
-            if not background_ok["ok"]:
-                row["verified"] = False
-                row["failure"] = "background route: " + background_ok["errors"][0]
+            if run.background_proof is not None and not run.background_proof["ok"]:
+                row["failure"] = "background route: " + run.background_proof["errors"][0]
             if failures:
                 intact = graph.copy()
                 intact.graph.pop("link_failures")
@@ -347,14 +315,6 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     doc["wall_s"] = time.monotonic() - started
     doc["rows"] = rows
     return doc
-
-
-def _link_action(net: Any, link: list[str], say: Any):
-    """The timer action that brings ``link`` down mid-run."""
-    def down() -> None:
-        net.set_link(*link, up=False)
-        say(f"link {link[0]}-{link[1]} is down")
-    return down
 
 
 def startup_probe(graph: nx.Graph, a: str, b: str, rounds: int = 12) -> Schedule:
