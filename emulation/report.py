@@ -45,8 +45,9 @@ def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
         lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>9}"
                      f"{raw:>9}  {verdict}")
     if over:
-        note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s the one OVS thread "
-                "forwards faithfully: CPU, not only the links, may have bounded these runs")
+        note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s budget measured for "
+                "this machine's datapath: CPU, not only the links, may have bounded these "
+                "runs")
         if bw_mbps:
             suggest = _round_down(bw_mbps * load_budget_mbps / max(over))
             note += f"; for exact shaping run with --bw-mbps {suggest:g}"

@@ -23,10 +23,11 @@ from typing import Any
 
 import networkx as nx
 
+from emulation.budget import BUDGET_SHARE, cached_budget, choose_rate, measure_forwarding
 from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
 from simulator import lower_bound, packing_bound, simulate
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
-from topology.links import background_flows, link_failures, relays
+from topology.links import background_flows, link_failures, relays, scaled
 from traffic.collectives import BASELINES
 from traffic.plugins import make_schedule, resolve
 from traffic.runner import WorkerError, run_workers
@@ -45,10 +46,6 @@ SCHEDULERS = (*BASELINES, "drl")
 #: messages (BCube(4,1) at 1 MB: 5 760) have not been measured for fidelity on this datapath.
 DEFAULT_SCHEDULERS = tuple(s for s in SCHEDULERS if s != "packing")
 
-#: Forwarded traffic (Mbit/s summed over every datapath a byte crosses) above which the one
-#: userspace OVS thread, not the shaped links, becomes the bottleneck on 2 cores.
-LOAD_BUDGET_MBPS = 400.0
-
 
 class InvalidSchedule(RuntimeError):
     """A scheduler produced a schedule that validate() rejects: a bug, not bad input."""
@@ -64,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog=PROG,
         description="Emulate AllReduce schedules on a Mininet network through the SDN "
                     "controller and compare them with the flow-level simulator.")
-    add_topology_args(parser, defaults=EMULATION_DEFAULTS)
+    add_topology_args(parser, defaults=EMULATION_DEFAULTS, auto_rate=True)
     parser.add_argument("--scheduler", default=None,
                         help="one or a comma list of " + ", ".join(SCHEDULERS)
                              + ", a plugin's entry point name or package.module:function "
@@ -152,6 +149,13 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     if not args.timeout_s > 0:
         raise ValueError(f"--timeout-s must be > 0, got {args.timeout_s:g}")
     graph = graph_from_args(args, EMULATION_DEFAULTS)
+    size_bytes, plans = plan_all(args, graph)
+    return graph, size_bytes, plans
+
+
+def plan_all(args: argparse.Namespace, graph: nx.Graph) -> tuple[int, list[dict[str, Any]]]:
+    """Every scheduler's (and schedule file's) Schedule on ``graph``, validated and
+    simulated in the bandwidth model."""
     itemsize = 8 if args.dtype.endswith("64") else 4
     size_bytes = max(itemsize, int(args.size_mb * 1e6) // itemsize * itemsize)
     names, explicit = choose_schedulers(args.scheduler, bool(args.schedule))
@@ -185,7 +189,34 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     if len(set(names)) != len(names):
         raise ValueError(f"two schedules are both named {max(names, key=names.count)!r}; give "
                          "one file another algo name")
-    return graph, size_bytes, plans
+    return size_bytes, plans
+
+
+def settle_rate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
+                plans: list[dict[str, Any]], budget_mbps: float
+                ) -> tuple[nx.Graph, int, list[dict[str, Any]], dict[str, Any]]:
+    """The graph and plans at the link rate the run uses, and why: the asked rate, or with
+    ``--bw-mbps auto`` the graph's rate lowered (every link in proportion) until every
+    plan's offered load fits ``budget_mbps`` (``emulation.budget.choose_rate``)."""
+    rate = float(graph.graph["bw_mbps"])
+    loads = {p["scheduler"]: offered_load_mbps(p["schedule"], graph, p["raw"].makespan_s) / rate
+             for p in plans}
+    if args.bw_mbps != "auto":
+        return graph, size_bytes, plans, {
+            "bw_mbps": rate, "asked": args.bw_mbps, "why": "asked on the command line"}
+    chosen = min(rate, choose_rate(loads, budget_mbps))
+    worst = max(loads, key=loads.get)
+    if chosen >= rate:
+        why = (f"{rate:g} Mbit/s keeps every scheduler within the {budget_mbps:.0f} Mbit/s "
+               f"budget (highest load: {worst}, {loads[worst] * rate:.0f} Mbit/s)")
+        return graph, size_bytes, plans, {"bw_mbps": rate, "asked": "auto", "why": why}
+    why = (f"{worst} would make the datapaths forward {loads[worst] * rate:.0f} Mbit/s at "
+           f"{rate:g} Mbit/s, over the {budget_mbps:.0f} Mbit/s budget; at {chosen:g} Mbit/s "
+           f"it forwards {loads[worst] * chosen:.0f}")
+    progress(f"link rate: {why}")
+    slower = scaled(graph, chosen / rate)
+    size_bytes, plans = plan_all(args, slower)
+    return slower, size_bytes, plans, {"bw_mbps": chosen, "asked": "auto", "why": why}
 
 
 def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
@@ -253,11 +284,11 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                 "verified": False,
                 "offered_load_mbps": offered_load_mbps(schedule, graph, raw.makespan_s),
             }
-            if args.datapath == "user" and row["offered_load_mbps"] > LOAD_BUDGET_MBPS:
+            if row["offered_load_mbps"] > args.budget_mbps:
                 progress(f"warning: {name} makes the datapaths forward about "
-                         f"{row['offered_load_mbps']:.0f} Mbit/s, above the ~"
-                         f"{LOAD_BUDGET_MBPS:.0f} Mbit/s one OVS thread handles faithfully; "
-                         "lower --bw-mbps for exact shaping")
+                         f"{row['offered_load_mbps']:.0f} Mbit/s, above the "
+                         f"{args.budget_mbps:.0f} Mbit/s budget measured for this machine's "
+                         "datapath; lower --bw-mbps (or leave it auto) for exact shaping")
             progress(f"[{i}/{len(plans)}] {name}: installing {len(routes(schedule))} routes, "
                      f"running {len(addresses)} workers "
                      f"(simulated {sim.makespan_s:.2f} s)")
@@ -371,6 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.cli:  # let the CLI's host commands (ping, iperf3, net) print their output
         os.environ.setdefault("ARTB_MININET_LOG", "output")
+        budget = None
+    else:
+        budget = cached_budget(args.datapath, lambda: measure_forwarding(
+            out / "budget-probe", args.datapath))
+        progress(f"datapath budget: {budget['budget_mbps']:.0f} Mbit/s of forwarding "
+                 f"({BUDGET_SHARE:g} of the {budget['raw_mbps']:.0f} Mbit/s one flow gets "
+                 f"through {'the cache' if budget['cached'] else 'a probe just now'})")
+        graph, size_bytes, plans, args.rate = settle_rate(args, graph, size_bytes, plans,
+                                                          budget["budget_mbps"])
+    args.budget_mbps = budget["budget_mbps"] if budget else None
 
     def on_sigterm(signum: int, frame: Any) -> None:
         raise Interrupted()
@@ -394,8 +435,9 @@ def main(argv: list[str] | None = None) -> int:
                        "link_failures": link_failures(graph)},
         "lower_bound_s": lower_bound(graph, size_bytes),
         "optimum_s": packing_bound(graph, size_bytes),
-        "parameters": {k: v for k, v in vars(args).items() if k != "features"} | {
-            "out": str(out)},
+        "parameters": {k: v for k, v in vars(args).items()
+                       if k not in ("features", "rate", "budget_mbps")} | {"out": str(out)},
+        "budget": budget, "rate": args.rate,
         "datapath": args.datapath, "features": args.features.to_dict(),
         "link_delay_ms": args.delay_ms, "link_loss_pct": args.loss_pct,
         "versions": versions(), **doc, **summarise(rows), "schedulers": rows,
@@ -405,8 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        budget = LOAD_BUDGET_MBPS if args.datapath == "user" else None
-        print(table(rows, budget, graph.graph["bw_mbps"]))
+        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"]))
         print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
               f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
               f"plots: {', '.join(f.name for f in files)}")

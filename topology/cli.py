@@ -30,10 +30,22 @@ class ArgumentParser(argparse.ArgumentParser):
         raise SystemExit(USAGE_ERROR)
 
 
+def _rate_or_auto(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or 'auto': {text!r}") from None
+
+
 def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False,
-                      defaults: dict[str, dict[str, int]] | None = None) -> None:
+                      defaults: dict[str, dict[str, int]] | None = None,
+                      auto_rate: bool = False) -> None:
     """Add the family (``--topo`` or a positional) and its parameters to ``parser``;
-    ``defaults`` (per family) only changes what the help says the defaults are."""
+    ``defaults`` (per family) only changes what the help says the defaults are. With
+    ``auto_rate``, ``--bw-mbps`` also takes (and defaults to) ``auto``, which the command
+    resolves; the graph is built at DEFAULT_BW_MBPS until then."""
     defaults = defaults or DEFAULTS
     if positional:
         parser.add_argument("topo", choices=FAMILIES, metavar="{" + ",".join(FAMILIES) + "}",
@@ -53,9 +65,16 @@ def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False,
     group.add_argument("--ports", type=int, help="Jellyfish: ports per switch")
     group.add_argument("--uplinks", type=int, help="Jellyfish: switch-to-switch ports (>= 3)")
     group.add_argument("--seed", type=int, help="Jellyfish: random seed (default 0)")
-    group.add_argument("--bw-mbps", type=float, default=DEFAULT_BW_MBPS,
-                       help="capacity of every link, each direction; with --topo-file, of "
-                            f"links the file gives no rate (default {DEFAULT_BW_MBPS:g})")
+    if auto_rate:
+        group.add_argument("--bw-mbps", type=_rate_or_auto, default="auto",
+                           help="capacity of every link, each direction (with --topo-file: "
+                                "of links the file gives no rate), or auto (the default): "
+                                f"{DEFAULT_BW_MBPS:g}, lowered until every scheduler's load "
+                                "fits the datapath's measured budget")
+    else:
+        group.add_argument("--bw-mbps", type=float, default=DEFAULT_BW_MBPS,
+                           help="capacity of every link, each direction; with --topo-file, "
+                                f"of links the file gives no rate (default {DEFAULT_BW_MBPS:g})")
     cond = parser.add_argument_group("network conditions (repeatable; A, B are node names)")
     cond.add_argument("--link-rate", action="append", default=[], metavar="A-B=MBPS",
                       help="run link A-B at MBPS Mbit/s each direction")
@@ -130,6 +149,10 @@ def with_conditions(graph: nx.Graph, args: argparse.Namespace) -> nx.Graph:
     return graph
 
 
+def _rate(args: argparse.Namespace) -> float:
+    return DEFAULT_BW_MBPS if args.bw_mbps == "auto" else args.bw_mbps
+
+
 def graph_from_args(args: argparse.Namespace,
                     defaults: dict[str, dict[str, int]] | None = None) -> nx.Graph:
     """Build the topology the parsed arguments describe, network conditions applied
@@ -139,12 +162,12 @@ def graph_from_args(args: argparse.Namespace,
     if getattr(args, "topo_file", None):
         if args.topo is not None:
             raise ValueError("give either a topology family or --topo-file, not both")
-        graph = read_topology(args.topo_file, bw_mbps=args.bw_mbps)
+        graph = read_topology(args.topo_file, bw_mbps=_rate(args))
         args.topo = graph.graph["spec"]["family"]
     else:
         args.topo = args.topo or "bcube"
         params = {**(defaults or DEFAULTS)[args.topo], **params}
-        graph = make_graph(args.topo, bw_mbps=args.bw_mbps, **params)
+        graph = make_graph(args.topo, bw_mbps=_rate(args), **params)
     return with_conditions(graph, args)
 
 

@@ -160,6 +160,32 @@ def with_link_failure(graph: nx.Graph, a: str, b: str, at_s: float) -> nx.Graph:
     return out
 
 
+def scaled(graph: nx.Graph, factor: float) -> nx.Graph:
+    """A copy of ``graph`` with every rate times ``factor``: the graph's and every link's
+    ``bw_mbps`` and ``background_mbps``, and the background flows' ``mbps`` (the same
+    network, faster or slower).
+
+    >>> from topology import make_graph
+    >>> g = scaled(make_graph("bcube", n=2, k=1), 0.5)
+    >>> g.graph["bw_mbps"], link_rate_mbps(g, "s00", "w0_0")
+    (5.0, 5.0)
+    """
+    if not (float(factor) > 0 and float(factor) < float("inf")):
+        raise ValueError(f"scale factor must be > 0, got {factor!r}")
+    out = graph.copy()
+    if "bw_mbps" in out.graph:
+        out.graph["bw_mbps"] = float(out.graph["bw_mbps"]) * factor
+    for _, _, data in out.edges(data=True):
+        for key in ("bw_mbps", "background_mbps"):
+            if key in data:
+                data[key] = float(data[key]) * factor
+    out.graph["background_flows"] = [dict(f, mbps=float(f["mbps"]) * factor)
+                                     for f in background_flows(graph)]
+    if not out.graph["background_flows"]:
+        del out.graph["background_flows"]
+    return out
+
+
 def fingerprint(graph: nx.Graph) -> tuple:
     """A hashable key that changes with the graph's spec, links and their rates (what
     caches of per-graph tables key on)."""

@@ -1,0 +1,119 @@
+"""The datapath's load budget, measured, and the link rate it allows (``--bw-mbps auto``).
+
+The emulated data plane forwards every byte once per datapath it crosses; shaping is exact
+only while that total stays well below what the datapath can forward. ``measure_forwarding``
+measures the raw rate (one TCP flow through a chain of datapaths on unshaped links), the
+budget is BUDGET_SHARE of it, and ``cached_budget`` keeps it per machine and software
+version. ``choose_rate`` is the highest link rate at which every schedule's offered load
+stays within the budget. Only the probe needs Mininet (through ``emulation.net``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import networkx as nx
+
+#: Share of the raw forwarding rate (one bulk flow, alone) up to which a run's offered load
+#: keeps the shaping exact. Fitted once, on the development machine: the probe measured
+#: about 5 100 Mbit/s there, and multitree's error on BCube(4,1) stopped falling below about
+#: 400 Mbit/s of offered load (docs/emulation.md, "Limits"). Workers, ACKs and many small
+#: flows share the cores with the datapath, hence the small share; the probe scales the
+#: budget with the machine, the share is not measured per machine.
+BUDGET_SHARE = 0.08
+#: Datapaths the probe's flow crosses.
+CHAIN = 4
+#: Link rate of the probe's links, Mbit/s: far above what the datapath forwards.
+PROBE_MBPS = 20_000.0
+#: Bounds of an automatic link rate, Mbit/s.
+MIN_RATE, MAX_RATE = 0.1, 1000.0
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "allreduce-testbed"
+
+
+def probe_graph() -> nx.Graph:
+    """Two servers joined by a chain of CHAIN switches (servers do not relay)."""
+    graph = nx.Graph(name="budget-probe", bw_mbps=PROBE_MBPS, servers_relay=False,
+                     spec={"family": "budget-probe", "params": {"chain": CHAIN}})
+    graph.add_node("p0", role="server", rank=0)
+    graph.add_node("p1", role="server", rank=1)
+    chain = [f"pw{i}" for i in range(CHAIN)]
+    for name in chain:
+        graph.add_node(name, role="switch")
+    for a, b in zip(["p0", *chain], [*chain, "p1"]):
+        graph.add_edge(a, b, bw_mbps=PROBE_MBPS)
+    return graph
+
+
+def measure_forwarding(workdir: Path, datapath: str = "user", seconds: float = 3.0) -> float:
+    """Mbit/s of datapath crossings one TCP flow gets through CHAIN datapaths."""
+    from emulation.net import EmulatedNetwork
+
+    with EmulatedNetwork(probe_graph(), workdir=workdir, datapath=datapath) as net:
+        mbps = net.measure_goodput("p0", "p1", seconds=seconds)
+    return mbps * CHAIN
+
+
+def machine_key(datapath: str) -> str:
+    """What the budget depends on: CPU, cores, kernel, Open vSwitch version, datapath."""
+    try:
+        ovs = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True, text=True,
+                             timeout=5).stdout.split("\n")[0].split()[-1]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        ovs = "?"
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu} x{os.cpu_count()} | {platform.release()} | ovs {ovs} | {datapath}"
+
+
+def cached_budget(datapath: str, measure: Callable[[], float],
+                  cache: Path = CACHE) -> dict:
+    """``{"budget_mbps", "raw_mbps", "key", "cached"}``: the budget of this machine from the
+    cache file, or measured (``measure()`` returns the raw forwarding rate) and stored."""
+    key = machine_key(datapath)
+    path = cache / "budget.json"
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), dict):
+        return known[key] | {"key": key, "cached": True}
+    raw = measure()
+    entry = {"raw_mbps": raw, "budget_mbps": BUDGET_SHARE * raw}
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**(known if isinstance(known, dict) else {}),
+                                    key: entry}, indent=1) + "\n")
+    except OSError:
+        pass
+    return entry | {"key": key, "cached": False}
+
+
+def choose_rate(load_per_mbps: dict[str, float], budget_mbps: float) -> float:
+    """The highest link rate (Mbit/s, two significant digits, rounded down, within
+    MIN_RATE..MAX_RATE) at which every schedule's offered load stays within the budget,
+    given each schedule's offered load per Mbit/s of link rate (load scales with the rate).
+
+    >>> choose_rate({"ring": 10.0, "multitree": 63.5}, 400.0)
+    6.2
+    """
+    if not budget_mbps > 0:
+        raise ValueError(f"budget must be > 0 Mbit/s, got {budget_mbps!r}")
+    worst = max(load_per_mbps.values(), default=0.0)
+    if worst <= 0:
+        return MAX_RATE
+    rate = budget_mbps / worst
+    digits = 1 - math.floor(math.log10(rate))
+    rate = math.floor(rate * 10.0**digits + 1e-9) / 10.0**digits
+    return min(MAX_RATE, max(MIN_RATE, round(rate, max(digits, 0))))

@@ -1,0 +1,57 @@
+"""The datapath budget and the automatic link rate (pure): the rate choice, the cache per
+machine, scaling a network's rates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import topology as tp
+from emulation.budget import BUDGET_SHARE, MAX_RATE, MIN_RATE, cached_budget, choose_rate
+from topology.links import link_rate_mbps, scaled, with_background_flow
+
+
+def test_the_rate_fits_the_worst_load_rounded_down():
+    # 400 / 63.5 = 6.299...: two significant digits, rounded down.
+    assert choose_rate({"ring": 10.0, "multitree": 63.5}, 400.0) == 6.2
+    assert choose_rate({"ring": 10.0}, 400.0) == 40.0
+    assert choose_rate({"a": 1e-6}, 400.0) == MAX_RATE
+    assert choose_rate({"a": 1e9}, 400.0) == MIN_RATE
+    assert choose_rate({}, 400.0) == MAX_RATE
+    with pytest.raises(ValueError, match="budget must be > 0"):
+        choose_rate({"a": 1.0}, 0.0)
+
+
+def test_the_budget_is_measured_once_per_machine_and_datapath(tmp_path):
+    calls = []
+
+    def measure() -> float:
+        calls.append(1)
+        return 5000.0
+
+    first = cached_budget("user", measure, cache=tmp_path)
+    assert first["cached"] is False and first["budget_mbps"] == BUDGET_SHARE * 5000.0
+    again = cached_budget("user", measure, cache=tmp_path)
+    assert again["cached"] is True and again["budget_mbps"] == first["budget_mbps"]
+    assert len(calls) == 1
+    other = cached_budget("kernel", lambda: 20000.0, cache=tmp_path)
+    assert other["cached"] is False and other["raw_mbps"] == 20000.0
+    stored = json.loads((tmp_path / "budget.json").read_text())
+    assert len(stored) == 2 and first["key"] in stored and "| user" in first["key"]
+
+
+def test_a_corrupt_cache_is_measured_again(tmp_path):
+    (tmp_path / "budget.json").write_text("{not json")
+    assert cached_budget("user", lambda: 100.0, cache=tmp_path)["raw_mbps"] == 100.0
+
+
+def test_scaling_keeps_the_network_and_its_background():
+    g = with_background_flow(tp.make_graph("bcube", n=2, k=1), "s00", "s10", 4.0)
+    half = scaled(g, 0.5)
+    assert half.graph["bw_mbps"] == 5.0
+    assert half.graph["background_flows"][0]["mbps"] == 2.0
+    assert link_rate_mbps(half, "s00", "w1_0") == pytest.approx(3.0)
+    assert g.graph["bw_mbps"] == 10.0  # the original is untouched
+    with pytest.raises(ValueError, match="scale factor"):
+        scaled(g, 0)
