@@ -1,8 +1,12 @@
-"""``sudo python -m emulation.run --topo {bcube,dcell,jellyfish}``: emulate AllReduce schedules.
+"""``sudo python -m emulation.run --topo {bcube,dcell,jellyfish}`` (or ``--topo-file F``):
+emulate AllReduce schedules.
 
-For each scheduler: build the Schedule, validate it, simulate it, install its routes through the
-controller, run one socket worker per server in the Mininet hosts, verify every sum and the
-route counters, then print the table scheduler | simulated s | emulated s | error % | verified.
+For each scheduler (built-in, plugin or ``--schedule`` file): build the Schedule, validate
+it, simulate it, pick the link rate (``--bw-mbps auto``: within the datapath's measured
+budget), install its routes through the controller, run one socket worker per server in the
+Mininet hosts under the network conditions (background flows, failing links), verify every
+sum and the route counters, then print the table scheduler | simulated s | emulated s |
+error % | verified.
 Writes results.json and PNG plots into --out. Everything started is torn down, also on errors,
 Ctrl-C and SIGTERM; ``--clean`` removes what a crashed run left behind.
 """
