@@ -138,12 +138,6 @@ def host_mac(rank: int) -> str:
     return ":".join(f"{b:02x}" for b in n.to_bytes(6, "big"))
 
 
-def server_centric(graph: nx.Graph) -> bool:
-    """True when servers relay (``topology.links.relays``): each server then is a host plus
-    a datapath."""
-    return relays(graph)
-
-
 def layout(graph: nx.Graph) -> Topology:
     """Decide datapaths, dpids, bridge names, port numbers and host addresses for ``graph``.
 
@@ -154,9 +148,8 @@ def layout(graph: nx.Graph) -> Topology:
     """
     servers = list(enumerate(topology_servers(graph)))
     hosts = {v: HostAddress(host_ip(r), host_mac(r)) for r, v in servers}
-    relays = server_centric(graph)
     nodes = [v for v, role in graph.nodes(data="role") if role == "switch"]
-    if relays:
+    if relays(graph):  # a server that relays is a host plus a datapath of its own
         nodes += [v for _, v in servers]
     datapaths = {}
     for dpid, name in enumerate(nodes, start=1):

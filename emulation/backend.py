@@ -63,7 +63,7 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
     net.client.delete_routes()
     net.client.put_routes([*routes(schedule), *background])
     if flows:
-        net.start_background(flows, BACKGROUND_PORT)
+        net.start_background([(f, r["tcp_port"]) for f, r in zip(flows, background)])
         say(f"{len(flows)} background flow(s) running")
         time.sleep(1.0)  # the flows reach their rates before the collective starts
 

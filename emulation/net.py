@@ -54,7 +54,14 @@ from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
 from emulation import netstate, probes
 from emulation.backend import Emulated, run_schedule
-from emulation.plan import EmulationError, plan_links, port_free, preflight, shaping_commands
+from emulation.plan import (
+    EmulationError,
+    mininet_name,
+    plan_links,
+    port_free,
+    preflight,
+    shaping_commands,
+)
 from topology.routing import servers
 from traffic.schedule import Schedule
 
@@ -502,31 +509,22 @@ class EmulatedNetwork:
         the datapaths report the port status to the controller."""
         if not self.graph.has_edge(a, b):
             raise ValueError(f"{a}-{b} is not a link")
-        dps = self.topology.datapaths
+        self.net.configLinkStatus(mininet_name(self.topology, a),
+                                  mininet_name(self.topology, b), "up" if up else "down")
 
-        def node(v: str) -> str:
-            return dps[v].bridge if v in dps else v
-
-        self.net.configLinkStatus(node(a), node(b), "up" if up else "down")
-
-    def start_background(self, flows: list[dict], first_port: int) -> list[int]:
-        """Start one iperf3 flow per ``{"src", "dst", "mbps"}`` (server i on TCP port
-        ``first_port + i``, paced at its rate), running until stop_background or stop();
-        returns the ports."""
-        ports = []
-        for i, flow in enumerate(flows):
-            port = first_port + i
+    def start_background(self, flows: list[tuple[dict, int]]) -> None:
+        """Start one iperf3 flow per (``{"src", "dst", "mbps"}``, TCP port), paced at its
+        rate, running until stop_background or stop()."""
+        for flow, port in flows:
             self._background.append(self.popen(
                 flow["dst"], ["iperf3", "-s", "-p", str(port)], stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL))
-            ports.append(port)
         time.sleep(0.5)  # the servers listen
-        for flow, port in zip(flows, ports):
+        for flow, port in flows:
             self._background.append(self.popen(
                 flow["src"], ["iperf3", "-c", self.ip(flow["dst"]), "-p", str(port), "-b",
                               f"{flow['mbps']:g}M", "-t", "86400", "-i", "0"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        return ports
 
     def stop_background(self) -> None:
         """End the background flows (by PID)."""

@@ -125,6 +125,12 @@ def port_free(port: int) -> bool:
     return True
 
 
+def mininet_name(topo: Topology, v: str) -> str:
+    """The Mininet node of graph node ``v`` at a link's end: its datapath's bridge where it
+    has one (switches, servers that relay), else the host of the same name."""
+    return topo.datapaths[v].bridge if v in topo.datapaths else v
+
+
 def plan_links(topo: Topology) -> list[dict]:
     """Every veth pair to create: Mininet node names, port numbers, interface names, rate.
 
@@ -132,7 +138,7 @@ def plan_links(topo: Topology) -> list[dict]:
     graph, dps = topo.graph, topo.datapaths
 
     def node(v: str) -> str:
-        return dps[v].bridge if v in dps else v
+        return mininet_name(topo, v)
 
     def port(v: str, peer: str) -> int:
         return dps[v].ports[peer] if v in dps else 0

@@ -35,7 +35,15 @@ from topology.links import background_flows, link_failures, relays, scaled
 from traffic.collectives import BASELINES
 from traffic.plugins import make_schedule, resolve
 from traffic.runner import WorkerError, run_workers
-from traffic.schedule import Schedule, ScheduleError, Transfer, read_schedule, routes, validate
+from traffic.schedule import (
+    DTYPES,
+    Schedule,
+    ScheduleError,
+    Transfer,
+    read_schedule,
+    routes,
+    validate,
+)
 
 PROG = "python -m emulation.run"
 
@@ -77,7 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size-mb", type=float, default=1.0,
                         help="buffer per server in MB (10^6 bytes; default 1)")
     parser.add_argument("--dtype", default="float32",
-                        choices=("float32", "float64", "int32", "int64"),
+                        choices=list(DTYPES),
                         help="element type of the buffer (default float32)")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for results.json and plots (default runs/<topo>-<time>)")
@@ -160,7 +168,7 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
 def plan_all(args: argparse.Namespace, graph: nx.Graph) -> tuple[int, list[dict[str, Any]]]:
     """Every scheduler's (and schedule file's) Schedule on ``graph``, validated and
     simulated in the bandwidth model."""
-    itemsize = 8 if args.dtype.endswith("64") else 4
+    itemsize = DTYPES[args.dtype]
     size_bytes = max(itemsize, int(args.size_mb * 1e6) // itemsize * itemsize)
     names, explicit = choose_schedulers(args.scheduler, bool(args.schedule))
     jobs: list[tuple[str, Schedule | None]] = [(name, None) for name in names]

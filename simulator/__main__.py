@@ -13,7 +13,7 @@ import json
 import math
 
 from simulator import lower_bound, packing_bound, simulate
-from topology import from_spec
+from topology import FAMILIES, from_spec
 from topology.cli import (
     ArgumentParser,
     add_topology_args,
@@ -81,7 +81,7 @@ def main() -> int:
         schedule = read_schedule(args.schedule)
         if args.topo or args.topo_file:
             graph = graph_from_args(args)
-        elif schedule.topology.get("family") in ("bcube", "dcell", "jellyfish"):
+        elif schedule.topology.get("family") in FAMILIES:
             graph = with_conditions(from_spec(schedule.topology, bw_mbps=args.bw_mbps), args)
         else:
             raise ValueError(f"--schedule {args.schedule} was made for "

@@ -25,10 +25,10 @@ in few numpy passes: all-to-all traffic, many concurrent rings), and the fallbac
 when many transfers are ready at once.
 
 Network events. A graph with ``background_flows`` or ``link_failures`` (graph attributes, see
-``topology.links``) runs in ``_with_events``, an exact event loop on ``_Run`` that re-solves
-the whole touched component at every event: background flows are endless flows capped at
-their rate, and at a failure every flow still to send across the link moves to
-``topology.routing.backup_path``. Graphs without events never reach it.
+``topology.links``) runs in ``simulator.events.with_events``, an exact event loop on ``_Run``
+that re-solves the whole touched component at every event: background flows are endless
+flows capped at their rate, and at a failure every flow still to send across the link moves
+to ``topology.routing.backup_path``. Graphs without events never reach it.
 """
 
 from __future__ import annotations
@@ -501,19 +501,19 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
 
         start, finish, rerouted = with_events(graph, schedule, startup_s, hop_latency_s,
                                               goodput, failover_s)
-    elif compiled is not None and ENGINE in ("auto", "compiled"):
-        row_of, rows, cap, table = _link_table(graph, schedule, goodput)
-        start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s)
     else:
         row_of, rows, cap, table = _link_table(graph, schedule, goodput)
-        run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
-        servers = {t.src for t in transfers} | {t.dst for t in transfers}
-        if ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready)
-                                      > CONCURRENT_PER_SERVER * len(servers)):
-            _vectorised(run, row_of, cap, table)
+        if compiled is not None and ENGINE in ("auto", "compiled"):
+            start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s)
         else:
-            _incremental(run, row_of, cap.tolist(), cap, table)
-        start, finish = run.start, run.finish
+            run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
+            servers = {t.src for t in transfers} | {t.dst for t in transfers}
+            if ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready)
+                                          > CONCURRENT_PER_SERVER * len(servers)):
+                _vectorised(run, row_of, cap, table)
+            else:
+                _incremental(run, row_of, cap.tolist(), cap, table)
+            start, finish = run.start, run.finish
     if any(math.isnan(x) for x in finish):
         stuck = transfers[next(i for i, x in enumerate(finish) if math.isnan(x))]
         raise ScheduleError(f"transfer {stuck.id}: never starts; its dependencies form a "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
@@ -102,8 +103,7 @@ def _parse(path: Path, text: str, fmt: str) -> nx.Graph:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         line, col = exc.position
-        raise ValueError(f"{where}: line {line}, column {col}: not XML ({exc.msg})") \
-            if hasattr(exc, "msg") else ValueError(f"{where}: line {line}: not XML") from None
+        raise ValueError(f"{where}: line {line}, column {col}: not XML ({exc.msg})") from None
     graphs = root.findall(f"{GRAPHML_NS}graph") or root.findall("graph")
     if root.tag not in (f"{GRAPHML_NS}graphml", "graphml") or len(graphs) != 1:
         raise ValueError(f"{where}: not a GraphML file with one <graph>")
@@ -128,8 +128,8 @@ def _parse(path: Path, text: str, fmt: str) -> nx.Graph:
     except (nx.NetworkXError, ValueError, KeyError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     if raw.is_multigraph():
-        pairs = [tuple(sorted(e)) for e in raw.edges()]
-        repeated = next((p for p in pairs if pairs.count(p) > 1), None)
+        pairs = Counter(tuple(sorted(e)) for e in raw.edges())
+        repeated = next((p for p, n in pairs.items() if n > 1), None)
         if repeated:
             raise ValueError(f"{where}: link {repeated[0]}-{repeated[1]} is declared twice")
     graph = nx.Graph()

@@ -179,10 +179,9 @@ def scaled(graph: nx.Graph, factor: float) -> nx.Graph:
         for key in ("bw_mbps", "background_mbps"):
             if key in data:
                 data[key] = float(data[key]) * factor
-    out.graph["background_flows"] = [dict(f, mbps=float(f["mbps"]) * factor)
-                                     for f in background_flows(graph)]
-    if not out.graph["background_flows"]:
-        del out.graph["background_flows"]
+    if background_flows(graph):
+        out.graph["background_flows"] = [dict(f, mbps=float(f["mbps"]) * factor)
+                                         for f in background_flows(graph)]
     return out
 
 

@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 
 import networkx as nx
 
-from traffic.collectives import ALGORITHMS, BASELINES, build
+from traffic.collectives import ALGORITHMS, build
 from traffic.schedule import Schedule, ScheduleError
 
 #: The entry point group plugins register under.
@@ -64,7 +64,7 @@ def resolve(name: str) -> Scheduler:
         return _load(name, name)
     found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
     if not found:
-        known = [*BASELINES, "drl", *plugin_names()]
+        known = [*ALGORITHMS, "drl", *plugin_names()]
         raise ValueError(f"unknown scheduler {name!r}; choose from {', '.join(known)}, or "
                          "give package.module:function")
     return _load(found[0].value, name)
