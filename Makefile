@@ -5,10 +5,14 @@ SHELL := /bin/bash
 VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-fast lint clean
+.PHONY: setup setup-test demo test test-fast lint clean
 
 setup:
 	VENV="$(VENV)" bash scripts/setup.sh
+
+# The tests also need a headless browser (chromium) to open the run report.
+setup-test:
+	VENV="$(VENV)" ARTB_TEST_TOOLS=1 bash scripts/setup.sh
 
 demo: setup
 	$(PY) -m emulation.run --topo bcube
@@ -17,7 +21,7 @@ demo: setup
 # Both test targets lint first and run the docstring examples of the pure packages too.
 DOCTESTS := --doctest-modules tests topology traffic simulator agent
 
-test: setup
+test: setup-test
 	$(VENV)/bin/ruff check .
 	export ARTB_REQUIRE_EMULATION=1; $(PY) -m pytest $(DOCTESTS)
 

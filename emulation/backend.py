@@ -3,7 +3,8 @@ simulator's ``Result`` shape back, with the proofs that it ran as scheduled.
 
 ``run_schedule(net, schedule, workdir)`` installs the schedule's routes (and those of the
 graph's background flows), starts the background flows, runs one worker per server, takes
-the graph's failing links down on time, and proves the routes by their counters. No Mininet
+the graph's failing links down on time, samples the switches' port counters (the load of
+every link) and proves the routes by their counters. No Mininet
 import here: ``net`` does the network work.
 """
 
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.proof import verify_routes
+from emulation.linkstats import PortCounters
+from emulation.plan import counted_ports
 from simulator.result import Result
+from simulator.usage import LinkLoad
 from topology.links import background_flows, link_failures
 from traffic.runner import run_workers
 from traffic.schedule import Schedule, routes
@@ -35,6 +39,8 @@ class Emulated:
     route_proof: dict
     background_proof: dict | None = None
     failed_links: list[list[str]] = field(default_factory=list)
+    #: Load of every link during the run, from the switches' port counters.
+    link_load: LinkLoad | None = None
 
     @property
     def verified(self) -> bool:
@@ -80,11 +86,13 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
         return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
 
+    counters = PortCounters(counted_ports(net.topology)).start()
     try:
         measured = run_workers(schedule, addresses, ranks, spawn, workdir, seed=seed,
                                timeout_s=timeout_s,
                                events=[(f["at_s"], down(f["link"])) for f in failures])
     finally:
+        counters.stop()
         net.stop_background()
         for failure in failures:
             net.set_link(*failure["link"], up=True)
@@ -100,4 +108,5 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
     result = Result(measured.makespan_s, dict(measured.start_s), dict(measured.finish_s),
                     source="emulation")
     return Emulated(result, all(measured.verified.values()), proof, background_proof,
-                    [f["link"] for f in failures])
+                    [f["link"] for f in failures],
+                    counters.load(measured.t0, measured.makespan_s))

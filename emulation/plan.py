@@ -1,7 +1,8 @@
 """What an emulated network will be, and whether this machine can run it. No Mininet here.
 
 ``plan_links`` lists every veth pair (Mininet node names, OpenFlow port numbers, interface
-names, shaping) from the layout ``controller.topofile.layout`` decided; ``shaping_commands``
+names, shaping) from the layout ``controller.topofile.layout`` decided, ``counted_ports`` the
+switch port whose counters measure each graph link; ``shaping_commands``
 is how one end of a link is shaped; ``preflight`` checks root, the tools and a running Open
 vSwitch.
 """
@@ -162,5 +163,14 @@ def plan_links(topo: Topology) -> list[dict]:
         pa, pb = port(a, b), port(b, a)
         links.append({"a": node(a), "b": node(b), "port_a": pa, "port_b": pb,
                       "intf_a": intf(a, pa), "intf_b": intf(b, pb),
-                      "bw_mbps": data.get("bw_mbps"), "host_link": False})
+                      "bw_mbps": data.get("bw_mbps"), "host_link": False, "ends": (a, b)})
     return links
+
+
+def counted_ports(topo: Topology) -> list[tuple[str, str, str]]:
+    """(a, b, interface) for every graph link with an end on a datapath: the interface is
+    that end's switch port, in the root network namespace, so its transmit counter counts
+    what went from a to b and its receive counter what came back. Links between two hosts
+    (servers that do not relay, linked directly) have no such port and are left out."""
+    return [(*link["ends"], link["intf_a"]) for link in plan_links(topo)
+            if not link["host_link"] and link["ends"][0] in topo.datapaths]

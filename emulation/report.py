@@ -1,10 +1,17 @@
-"""Sim-vs-emu reports: the table, results.json and the PNG plots of an emulation run."""
+"""Sim-vs-emu reports: the table, results.json, report.html and the PNG plots of an
+emulation run.
+
+``python -m emulation.report DIR`` rebuilds DIR/report.html (``simulator.page``) from
+DIR/results.json.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,34 +32,43 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def marks(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
+          bw_mbps: float | None = None) -> tuple[list[str], list[str]]:
+    """The schedulers whose ``offered_load_mbps`` passes ``load_budget_mbps`` (marked ``*``
+    in the table), and the table's footnotes: that CPU, not only the links, may have bounded
+    them, and which ``--bw-mbps`` (scaled from the run's ``bw_mbps``) would keep every row
+    within the budget."""
+    if load_budget_mbps is None:
+        return [], []
+    over = {r["scheduler"]: r.get("offered_load_mbps", 0.0) for r in rows
+            if r.get("offered_load_mbps", 0.0) > load_budget_mbps}
+    if not over:
+        return [], []
+    note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s budget measured for "
+            "this machine's datapath: CPU, not only the links, may have bounded these runs")
+    if bw_mbps:
+        suggest = _round_down(bw_mbps * load_budget_mbps / max(over.values()))
+        note += f"; for exact shaping run with --bw-mbps {suggest:g}"
+    return list(over), [note]
+
+
 def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
           bw_mbps: float | None = None) -> str:
-    """The run's table: scheduler | simulated s | emulated s | error % | verified. With
-    ``load_budget_mbps``, a row whose ``offered_load_mbps`` passes it is marked ``*`` and a
-    footnote says that CPU, not only the links, may have bounded it, and which ``--bw-mbps``
-    (scaled from the run's ``bw_mbps``) would keep every row within the budget."""
+    """The run's table: scheduler | simulated s | emulated s | error % | verified, with the
+    ``marks`` and footnotes of ``load_budget_mbps``."""
     head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
            f"{'raw err %':>9}  verified"
     lines = [head, "-" * len(head)]
-    loads = [r.get("offered_load_mbps", 0.0) for r in rows]
-    over = [load for load in loads if load_budget_mbps is not None and load > load_budget_mbps]
-    for r, load in zip(rows, loads, strict=True):
+    marked, footnotes = marks(rows, load_budget_mbps, bw_mbps)
+    for r in rows:
         emu = f"{r['emulated_s']:.3f}" if r.get("emulated_s") is not None else "-"
         err = f"{r['error_pct']:+.1f}" if r.get("error_pct") is not None else "-"
-        err += "*" if load in over else " "
+        err += "*" if r["scheduler"] in marked else " "
         raw = f"{r['error_raw_pct']:+.1f}" if r.get("error_raw_pct") is not None else "-"
         verdict = "yes" if r.get("verified") else f"NO: {r.get('failure', 'not run')}"
         lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>9}"
                      f"{raw:>9}  {verdict}")
-    if over:
-        note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s budget measured for "
-                "this machine's datapath: CPU, not only the links, may have bounded these "
-                "runs")
-        if bw_mbps:
-            suggest = _round_down(bw_mbps * load_budget_mbps / max(over))
-            note += f"; for exact shaping run with --bw-mbps {suggest:g}"
-        lines.append(note)
-    return "\n".join(lines)
+    return "\n".join(lines + footnotes)
 
 
 def _round_down(value: float) -> float:
@@ -66,6 +82,13 @@ def _round_down(value: float) -> float:
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` as indented JSON."""
     path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def write_page(doc: dict[str, Any], path: Path) -> Path:
+    """Write the run's report page (``simulator.page``) to ``path``; returns ``path``."""
+    from simulator.page import write
+
+    return write(doc, path)
 
 
 def plot(out: Path, rows: list[dict[str, Any]], title: str) -> list[Path]:
@@ -117,3 +140,31 @@ def plot(out: Path, rows: list[dict[str, Any]], title: str) -> list[Path]:
         fig.savefig(files[-1], dpi=110)
         plt.close(fig)
     return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m emulation.report``."""
+    from simulator.page import read
+
+    parser = argparse.ArgumentParser(
+        prog="python -m emulation.report",
+        description="Rebuild the report page of a run from its results.json.")
+    parser.add_argument("dir", type=Path, help="a run's directory (or its results.json)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write the page (default DIR/report.html)")
+    args = parser.parse_args(argv)
+    doc = read(args.dir)
+    where = args.dir if args.dir.is_dir() else args.dir.parent
+    page = write_page(doc, args.out or where / "report.html")
+    print(f"{page} ({page.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    from topology.cli import run
+
+    try:
+        run(main, "python -m emulation.report")
+    except OSError as exc:
+        sys.stderr.write(f"python -m emulation.report: error: {exc}\n")
+        raise SystemExit(2) from None

@@ -7,8 +7,9 @@ budget), install its routes through the controller, run one socket worker per se
 Mininet hosts under the network conditions (background flows, failing links), verify every
 sum and the route counters, then print the table scheduler | simulated s | emulated s |
 error % | verified.
-Writes results.json and PNG plots into --out. Everything started is torn down, also on errors,
-Ctrl-C and SIGTERM; ``--clean`` removes what a crashed run left behind.
+Writes results.json, report.html (``simulator.page``) and PNG plots into --out. Everything
+started is torn down, also on errors, Ctrl-C and SIGTERM; ``--clean`` removes what a crashed
+run left behind.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,6 +31,9 @@ import networkx as nx
 from emulation.budget import BUDGET_SHARE, cached_budget, choose_rate, measure_forwarding
 from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
 from simulator import lower_bound, packing_bound, simulate
+from simulator.page import SCHEMA, network, transfer_list
+from simulator.page import versions as page_versions
+from simulator.usage import link_load
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from topology.links import background_flows, link_failures, relays, scaled
 from traffic.collectives import BASELINES
@@ -287,14 +291,17 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         failures = link_failures(graph)
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
-            sim = simulate(graph, schedule, goodput=goodput, startup_s=startup_s,
-                           hop_latency_s=hop_s, failover_s=failover_s)
+            costs = {"goodput": goodput, "startup_s": startup_s, "hop_latency_s": hop_s,
+                     "failover_s": failover_s}
+            sim = simulate(graph, schedule, **costs)
             row: dict[str, Any] = {
                 "scheduler": name, "transfers": len(schedule.transfers),
                 "simulated_s": sim.makespan_s, "simulated_raw_s": raw.makespan_s,
                 "emulated_s": None, "error_pct": None, "error_raw_pct": None,
                 "verified": False,
                 "offered_load_mbps": offered_load_mbps(schedule, graph, raw.makespan_s),
+                "transfer_list": transfer_list(schedule),
+                "simulated_links": link_load(graph, schedule, **costs).to_dict(),
             }
             if row["offered_load_mbps"] > args.budget_mbps:
                 progress(f"warning: {name} makes the datapaths forward about "
@@ -321,6 +328,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                 sums_verified=sums_ok, routes_verified=proof["ok"],
                 verified=run.verified, route_proof=proof,
                 simulated=sim.to_dict(), emulated=measured.to_dict(),
+                emulated_links=run.link_load.to_dict() if run.link_load else None,
             )
             if run.background_proof is not None:
                 row["background_proof"] = run.background_proof
@@ -376,13 +384,7 @@ def startup_probe(graph: nx.Graph, a: str, b: str, rounds: int = 12) -> Schedule
 
 def versions() -> dict[str, str]:
     """Versions of what the run depends on."""
-    out = {"python": platform.python_version(), "networkx": nx.__version__}
-    for name in ("numpy", "mininet.net", "ryu"):
-        try:
-            module = __import__(name, fromlist=["x"])
-        except ImportError:
-            continue
-        out[name.split(".")[0]] = getattr(module, "__version__", getattr(module, "VERSION", "?"))
+    out = page_versions("mininet.net", "ryu")
     try:
         ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True,
                              timeout=5).stdout.splitlines()
@@ -436,10 +438,14 @@ def main(argv: list[str] | None = None) -> int:
         return 143
     if args.cli:
         return 0
-    from emulation.report import plot, summarise, table, write_json
+    from emulation.report import marks, plot, summarise, table, write_json, write_page
 
     rows = doc.pop("rows")
+    marked, footnotes = marks(rows, args.budget_mbps, graph.graph["bw_mbps"])
     result = {
+        "schema": SCHEMA, "source": "emulation",
+        "command": f"sudo {PROG} "
+                   + shlex.join(sys.argv[1:] if argv is None else argv),
         "topology": graph.graph["spec"], "name": graph.graph["name"],
         "bw_mbps": graph.graph["bw_mbps"], "size_bytes": size_bytes, "dtype": args.dtype,
         "conditions": {"changes": graph.graph.get("degraded", []),
@@ -452,17 +458,21 @@ def main(argv: list[str] | None = None) -> int:
         "budget": budget, "rate": args.rate,
         "datapath": args.datapath, "features": args.features.to_dict(),
         "link_delay_ms": args.delay_ms, "link_loss_pct": args.loss_pct,
-        "versions": versions(), **doc, **summarise(rows), "schedulers": rows,
+        "versions": versions(), **doc, **summarise(rows),
+        "network": network(graph), "table": {"marked": marked, "footnotes": footnotes},
+        "schedulers": rows,
     }
     write_json(out / "results.json", result)
     files = plot(out, rows, graph.graph["name"])
+    files.append(write_page(result, out / "report.html"))
     if args.json:
         print(json.dumps(result, default=str))
     else:
         print(table(rows, args.budget_mbps, graph.graph["bw_mbps"]))
         print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
               f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
-              f"plots: {', '.join(f.name for f in files)}")
+              f"open the report {out / 'report.html'}; plots: "
+              + ", ".join(f.name for f in files if f.suffix == ".png"))
     return 0 if all(r["verified"] for r in rows) else 1
 
 

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
+import sys
+from pathlib import Path
 
 from simulator import lower_bound, packing_bound, simulate
+from simulator.page import SCHEMA, network, transfer_list, versions, write
+from simulator.usage import link_load
 from topology import FAMILIES, from_spec
 from topology.cli import (
     ArgumentParser,
@@ -21,7 +26,7 @@ from topology.cli import (
     run,
     with_conditions,
 )
-from topology.links import link_failures
+from topology.links import background_flows, link_failures
 from traffic.collectives import ALGORITHMS
 from traffic.plugins import make_schedule, resolve
 from traffic.schedule import DTYPES, ScheduleError, read_schedule, validate
@@ -71,6 +76,9 @@ def _parser() -> ArgumentParser:
                              "link when it failed, seconds (a retransmission timeout; "
                              "default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--report", metavar="FILE", type=Path,
+                        help="also write the run's report page (HTML) to FILE and its "
+                             "results document next to it (FILE with suffix .json)")
     return parser
 
 
@@ -102,7 +110,7 @@ def main() -> int:
         jobs = [(name, None) for name in names]
     bound = lower_bound(graph, size, goodput=args.goodput)
     optimum = packing_bound(graph, size, goodput=args.goodput)
-    rows = []
+    rows, report_rows = [], []
     for name, schedule in jobs:
         if schedule is None:
             schedule = make_schedule(name, graph, size, args.dtype)
@@ -119,6 +127,19 @@ def main() -> int:
         if link_failures(graph):
             row["rerouted"] = len(result.rerouted)
         rows.append(row)
+        if args.report:
+            costs = {"startup_s": args.startup_s, "hop_latency_s": args.hop_latency_s,
+                     "goodput": args.goodput, "failover_s": args.failover_s}
+            report_rows.append({
+                "scheduler": name, "transfers": len(schedule.transfers),
+                "simulated_s": result.makespan_s, "emulated_s": None,
+                "simulated": result.to_dict(),
+                "simulated_links": link_load(graph, schedule, **costs).to_dict(),
+                "transfer_list": transfer_list(schedule)})
+    if args.report:
+        dtype = jobs[0][1].dtype if args.schedule else args.dtype
+        page = write_report(args, graph, size, dtype, bound, optimum, report_rows)
+        sys.stderr.write(f"report: {page} (results document {page.with_suffix('.json')})\n")
     if args.json:
         print(json.dumps(rows if args.algo == "all" and not args.schedule else rows[0]))
         return 0
@@ -137,6 +158,34 @@ def main() -> int:
               f"{ratio:>13.3f} {to_opt:>9.3f}"
               + (f"  ({row['rerouted']} transfers re-routed)" if "rerouted" in row else ""))
     return 0
+
+
+def write_report(args, graph, size: int, dtype: str, bound: float, optimum: float,
+                 rows: list[dict]) -> Path:
+    """Write the results document and the report page of a simulated run."""
+    page = args.report
+    if page.suffix == ".json":
+        raise ValueError(f"--report {page}: give the page's name (.html); the results "
+                         "document is written next to it")
+    doc = {
+        "schema": SCHEMA, "source": "simulator",
+        "command": f"{PROG} {shlex.join(sys.argv[1:])}",
+        "topology": graph.graph["spec"], "name": graph.graph["name"],
+        "bw_mbps": float(graph.graph["bw_mbps"]), "size_bytes": size,
+        "dtype": dtype,
+        "lower_bound_s": bound, "optimum_s": optimum,
+        "costs": {"startup_s": args.startup_s, "hop_latency_s": args.hop_latency_s,
+                  "goodput": args.goodput, "failover_s": args.failover_s},
+        "conditions": {"changes": graph.graph.get("degraded", []),
+                       "background_flows": background_flows(graph),
+                       "link_failures": link_failures(graph)},
+        "versions": versions(), "network": network(graph), "schedulers": rows,
+    }
+    try:
+        page.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
+        return write(doc, page)
+    except OSError as exc:
+        raise ValueError(f"--report {page}: {exc.strerror}") from None
 
 
 if __name__ == "__main__":

@@ -83,7 +83,8 @@ class _Network:
 
 
 def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
-                hop_latency_s: float, goodput: float, failover_s: float = 0.0
+                hop_latency_s: float, goodput: float, failover_s: float = 0.0,
+                trace: list[tuple[float, int, float, tuple[str, ...]]] | None = None
                 ) -> tuple[list[float], list[float], tuple[int, ...]]:
     """Start times, arrival times and the re-routed transfers (positions in the schedule) of
     a run with the graph's background flows and link failures.
@@ -97,7 +98,12 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
     across the link sends nothing for ``failover_s`` first (the transport's recovery of
     what the link lost: a retransmission timeout). Every event re-solves the
     whole component of the flows that share a link with what it touched; failures after
-    the last arrival are never reached."""
+    the last arrival are never reached.
+
+    With a ``trace`` list, every change of a flow's sending rate is appended to it as
+    (seconds, flow, bit/s, path): flows are the schedule's positions, then the background
+    flows; a flow sends at that rate along that path until its next entry, and its last
+    entry has rate 0 (the schedule's flows; background flows never stop)."""
     net = _Network(graph, goodput)
     transfers = schedule.transfers
     count = len(transfers)
@@ -141,6 +147,10 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
         rem[f] = max(0.0, rem[f] - rate[f] * (now - since[f]))
         since[f] = now
 
+    def note(f: int, bits_per_s: float) -> None:
+        if trace is not None:
+            trace.append((now, f, bits_per_s, paths[f]))
+
     for f in sending:
         join(f)
     upcoming = 0
@@ -162,6 +172,8 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
             sending.discard(f)
             leave(f)
             run.sent(f, t_next)
+            if trace is not None:
+                trace.append((t_next, f, 0.0, paths[f]))
         now = t_next
         while upcoming < len(failures) and failures[upcoming][0] <= horizon:
             _, a, b = failures[upcoming]
@@ -176,6 +188,7 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
                 if f in sending:
                     settle(f)
                     leave(f)
+                    note(f, 0.0)
                 paths[f] = new
                 links_of[f] = net.route(new, names[f]) + own[f]
                 if f < count:
@@ -218,6 +231,7 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
                 continue
             settle(f)
             rate[f] = r
+            note(f, r)
             if f < count:
                 version[f] += 1
                 heapq.heappush(projected, (now + rem[f] / r, f, version[f]))

@@ -40,6 +40,8 @@ class WorkerRun:
     finish_s: dict[int, float]
     verified: dict[str, bool]
     wall_s: float
+    #: ``time.monotonic()`` of the common start (the zero of the times above).
+    t0: float = 0.0
 
     @property
     def makespan_s(self) -> float:
@@ -99,7 +101,8 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
     missing = [t.id for t in schedule.transfers if t.id not in start_s or t.id not in finish_s]
     if missing:
         raise WorkerError(f"transfer {missing[0]}: no measurement was reported")
-    return WorkerRun(start_s, finish_s, {s: d["verified"] for s, d in docs.items()}, wall_s)
+    return WorkerRun(start_s, finish_s, {s: d["verified"] for s, d in docs.items()}, wall_s,
+                     t0)
 
 
 def _tell(proc: subprocess.Popen, line: str) -> None:

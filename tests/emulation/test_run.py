@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import network_state
 
+from simulator.page import check
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -61,6 +63,9 @@ def test_ring_and_ps_verified_end_to_end(tmp_path, family):
     assert (out / "makespan.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "timeline-ring.png").exists() and (out / "timeline-ps.png").exists()
     assert doc["versions"]["python"]
+    check(doc)  # the report page's schema
+    assert all(row["emulated_links"] and row["simulated_links"] for row in doc["schedulers"])
+    assert "vegaEmbed" in (out / "report.html").read_text()
 
 
 @pytest.mark.parametrize(
