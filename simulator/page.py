@@ -320,7 +320,7 @@ def chart(doc: dict):
                         subtitle="average over the run, in % of the link's rate, the busier "
                                  "direction; hover a link for both"))
 
-    time_x = alt.X("t0:Q", title="seconds after the start")
+    time_x = alt.X("t0:Q", title="seconds after the start", scale=alt.Scale(nice=False))
     busy = alt.Chart(alt.Data(values=busiest_records(doc))).transform_filter(
         alt.datum.scheduler == scheduler).transform_flatten(["t0", "t1", "u"]).mark_rect(
     ).encode(
