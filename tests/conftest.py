@@ -52,6 +52,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(reason)
 
 
+def require_browser() -> None:
+    """Skip the calling test when no Chromium is on PATH; fail it instead under
+    ARTB_REQUIRE_EMULATION=1 (`make test` installs Debian's chromium for the tests)."""
+    from bench.browser import BrowserMissing, find_chromium
+
+    try:
+        find_chromium()
+    except BrowserMissing as exc:
+        if os.environ.get("ARTB_REQUIRE_EMULATION") == "1":
+            pytest.fail(f"ARTB_REQUIRE_EMULATION=1 but {exc}", pytrace=False)
+        pytest.skip(str(exc))
+
+
 def network_state() -> dict[str, set[str]]:
     """Names of network namespaces, OVS bridges, links and Mininet host shells that exist now."""
     links = {

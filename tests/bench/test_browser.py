@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require_browser
 
 from bench import browser
 from bench.browser import BrowserMissing, check_page, find_chromium
@@ -28,12 +29,7 @@ GOOD_PAGE = """<!doctype html><html><body><p>one</p><p>two</p><p>three</p>
 @pytest.fixture
 def launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[subprocess.Popen, Path]]:
     """Need a browser (skip, or fail under ARTB_REQUIRE_EMULATION=1); record each launch."""
-    try:
-        find_chromium()
-    except BrowserMissing as exc:
-        if os.environ.get("ARTB_REQUIRE_EMULATION") == "1":
-            pytest.fail(f"ARTB_REQUIRE_EMULATION=1 but {exc}", pytrace=False)
-        pytest.skip(str(exc))
+    require_browser()
     recorded = []
     real_launch = browser._launch
 

@@ -8,12 +8,12 @@ and CI, whose setup installs Debian's chromium) they fail.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from conftest import require_browser
 
-from bench.browser import BrowserMissing, check_page, find_chromium
+from bench.browser import check_page
 from bench.report import PROBE_JS, READY_JS
 from simulator import page
 
@@ -22,12 +22,7 @@ STORED = Path(__file__).parent / "data" / "bcube21-emulated.json"
 
 @pytest.fixture(autouse=True)
 def chromium() -> None:
-    try:
-        find_chromium()
-    except BrowserMissing as exc:
-        if os.environ.get("ARTB_REQUIRE_EMULATION") == "1":
-            pytest.fail(f"ARTB_REQUIRE_EMULATION=1 but {exc}", pytrace=False)
-        pytest.skip(str(exc))
+    require_browser()
 
 
 def test_the_emulated_runs_page_draws_everything(tmp_path):
