@@ -38,6 +38,7 @@ import ctypes
 import ipaddress
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -334,7 +335,8 @@ class EmulatedNetwork:
                                      text=True, timeout=60)
                 ok, err = out.returncode == 0, out.stderr
             else:
-                err = self.net.get(node).cmd(f"ip -batch {batch} 2>&1 && echo MTU-OK")
+                err = self.net.get(node).cmd(
+                    f"ip -batch {shlex.quote(str(batch))} 2>&1 && echo MTU-OK")
                 ok = "MTU-OK" in err
             if not ok:
                 raise EmulationError(f"setting MTU {self.mtu} failed: {err[-300:]}")
@@ -360,7 +362,7 @@ class EmulatedNetwork:
                                  timeout=60 + len(lines) / 500)
             ok, err = out.returncode == 0, out.stderr
         else:
-            err = host.cmd(f"tc -batch {batch} 2>&1 && echo TC-OK")
+            err = host.cmd(f"tc -batch {shlex.quote(str(batch))} 2>&1 && echo TC-OK")
             ok = "TC-OK" in err
         if not ok:
             raise EmulationError(f"link shaping (tc -batch {batch}) failed: {err[-400:]}")
@@ -377,7 +379,7 @@ class EmulatedNetwork:
                      f"rto_min {RTO_MIN_MS}ms")
         batch = self.workdir / f"arp-{name}.batch"
         batch.write_text("\n".join(lines) + "\n")
-        out = host.cmd(f"ip -batch {batch} && echo ARP-OK")
+        out = host.cmd(f"ip -batch {shlex.quote(str(batch))} && echo ARP-OK")
         if "ARP-OK" not in out:
             raise EmulationError(f"static ARP entries on {name} failed: {out.strip()[:200]}")
         batch.unlink()

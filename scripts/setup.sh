@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # setup.sh - install and start what the testbed needs: apt packages, a venv with Ryu 4.34 (patched),
-# Mininet, torch (CPU) and this project (editable), a `python` wrapper for sudo, and Open vSwitch
+# Mininet, torch (CPU), Ray and this project (editable), a `python` wrapper for sudo, and Open vSwitch
 # with the userspace datapath. Idempotent; a second run only checks. Run as root.
 #
 #   bash scripts/setup.sh           everything, then the self-check
@@ -103,7 +103,7 @@ for spec in sys.argv[1:]:
 EOF
 }
 
-project_installed() {  # editable install of THIS checkout, with all its (and dev's) requirements
+project_installed() {  # editable install of THIS checkout, with all its (and dev's, ray's) requirements
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(project_stamp)" ] || return 1
     "$VENV/bin/python" - "$REPO" <<'EOF'
 import json, pathlib, sys
@@ -118,7 +118,7 @@ if url.get("url") != pathlib.Path(sys.argv[1]).as_uri() or not url.get("dir_info
     sys.exit(1)
 for spec in dist.requires or []:
     req = Requirement(spec)
-    if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ("", "dev")):
+    if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ("", "dev", "ray")):
         continue
     try:
         if not req.specifier.contains(version(req.name), prereleases=True):
@@ -176,7 +176,7 @@ step_pip() {
     if project_installed; then echo "allreduce-testbed (editable) and its requirements present"; else
         # --no-build-isolation: build with the venv's setuptools (>= 64: PEP 660 editable).
         rm -f "$STAMP"
-        (cd "$REPO" && vpip install -q --progress-bar off --no-build-isolation -e '.[dev]')
+        (cd "$REPO" && vpip install -q --progress-bar off --no-build-isolation -e '.[dev,ray]')
         project_stamp >"$STAMP"
     fi
     vpip check >/dev/null || { vpip check; die "inconsistent requirements in $VENV (see above)"; }
@@ -272,6 +272,8 @@ selfcheck() {
     item "Mininet importable from $VENV" "$fix" vpy -c 'import mininet.net'
     item "Ryu 4.34 importable and patched" "$fix" \
         vpy -c 'import ryu.app.wsgi; from ryu.base import app_manager'
+    item "Ray importable (sweeps, agent.train --workers)" "$fix (pip install '.[ray]')" \
+        vpy -c 'import ray'
     item "torch importable, CPU build" "$fix (torch==2.13.0, CPU wheel)" \
         vpy -c 'import sys, torch; sys.exit(torch.version.cuda is not None)'
     item "allreduce-testbed installed (editable, from $REPO)" "$fix" vpy - "$REPO" <<'EOF'

@@ -38,7 +38,7 @@ def our_processes(word: bytes) -> list[str]:
 @pytest.mark.emulation
 @pytest.mark.parametrize("family", ["bcube", "dcell"])
 def test_ring_and_ps_verified_end_to_end(tmp_path, family):
-    out = tmp_path / "run"
+    out = tmp_path / "a run (1)"  # a shell-unsafe directory name works too
     done = run_cmd("--topo", family, "--n", "2", "--k", "1", "--scheduler", "ring,ps",
                    "--size-mb", "0.25", "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr[-2000:]
