@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import itertools
 import json
@@ -304,10 +305,11 @@ def graph_of(point: Point):
     return with_conditions(graph, args)
 
 
-def _versions() -> dict[str, str]:
+@functools.cache
+def _versions() -> str:
     from simulator.page import versions
 
-    return versions("numba", "ray")
+    return json.dumps(versions("numba", "ray"))
 
 
 def _base(point: Point) -> dict[str, Any]:
@@ -318,7 +320,7 @@ def _base(point: Point) -> dict[str, Any]:
             "size_mb": point.size_mb, "dtype": point.dtype, "bw_mbps": point.bw_mbps,
             "costs": json.dumps(point.costs), "host": socket.gethostname(),
             "started": round(time.time(), 3),
-            "node": _node_id(), "versions": json.dumps(_versions())}
+            "node": _node_id(), "versions": _versions()}
 
 
 def _node_id() -> str:
@@ -481,6 +483,10 @@ def sweep(spec: Spec, *, address: str | None = None, workers: int | None = None,
     """Run the spec's points not yet in ``spec.out/points.csv``; see the module docstring."""
     from tqdm import tqdm
 
+    if use_ray:
+        from agent.cluster import import_ray
+
+        import_ray()  # a missing Ray is a one-line error before anything is written
     table = Table(spec.out / "points.csv")
     todo = [p for p in spec.points if p.key not in table.done]
     skipped = len(spec.points) - len(todo)

@@ -26,18 +26,18 @@ seeds = [{seeds}]
 
 [[topology]]
 family = "bcube"
-n = [3, 4]
+n = [4, 5]
 k = 1
 
 [[topology]]
 family = "dcell"
-n = [3, 4]
+n = [4, 5]
 k = 1
 
 [[topology]]
 family = "jellyfish"
-switches = 16
-ports = 4
+switches = 24
+ports = 5
 uplinks = 3
 """
 
@@ -101,14 +101,18 @@ def main() -> int:
             spec = load_spec(spec_file)
             spec.out = Path(tmp) / mode.replace(" ", "-").replace(",", "")
             with PeakMemory() as memory:
-                started = time.monotonic()
+                started, unix = time.monotonic(), time.time()
                 run = sweep(spec, use_ray=mode != "one process", workers=2, progress=False)
                 walls[mode] = time.monotonic() - started
             peaks[mode] = memory.peak
             failed = sum(1 for r in run.rows if r["status"] != "ok")
+            busy = sum(float(r["seconds"]) for r in run.rows)
+            first = min(float(r["started"]) for r in run.rows) - unix
+            last = max(float(r["started"]) + float(r["seconds"]) for r in run.rows) - unix
             print(f"{mode:<15} {run.ran} points in {walls[mode]:6.1f} s "
-                  f"({run.ran / walls[mode]:.1f} points/s), peak memory "
-                  f"{peaks[mode] / 2**30:.2f} GiB, {failed} failed")
+                  f"({run.ran / walls[mode]:.1f} points/s; {busy:.1f} s inside the points, "
+                  f"the first started after {first:.1f} s, the last ended at {last:.1f} s), "
+                  f"peak memory {peaks[mode] / 2**30:.2f} GiB, {failed} failed")
     ratio = walls["one process"] / walls["Ray, 2 workers"]
     print(f"speed-up with Ray on 2 workers: {ratio:.2f} x (goal >= 1.8: "
           f"{'met' if ratio >= 1.8 else 'MISSED'}); peak memory with Ray "

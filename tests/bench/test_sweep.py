@@ -305,3 +305,15 @@ def test_emulated_points_run_one_at_a_time_next_to_simulated_ones(tmp_path):
     assert float(first["started"]) + float(first["seconds"]) <= float(second["started"])
     assert "emulated bcube(n=2,k=1) clean ring 0.1 MB" in proc.stdout
     assert (out / "emu_vs_sim.png").exists()
+
+
+def test_without_ray_the_sweep_says_how_to_install_it(tmp_path):
+    spec = write(tmp_path, SPEC)
+    code = ("import runpy, sys; sys.modules['ray'] = None; "
+            f"sys.argv = ['bench.sweep', {str(spec)!r}, '--out', {str(tmp_path / 'o')!r}]; "
+            "runpy.run_module('bench.sweep', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("python -m bench.sweep: error: Ray is not installed: "
+                                   "pip install '.[ray]' (or scripts/setup.sh)")
