@@ -31,16 +31,19 @@ def start_ray(address: str | None, num_cpus: int,
     """Connect to the Ray cluster at ``address`` or, when None, start a new local Ray with
     ``num_cpus`` CPUs and the custom ``resources`` (e.g. ``{"emulation": 1}``),
     memory-conscious: no dashboard, a 128 MiB object store, the workers' output not
-    forwarded here, warnings only. ValueError when ray is missing or the cluster cannot be
-    reached."""
+    forwarded here, Ray's messages errors only, workers not niced. ValueError when ray is
+    missing or the cluster cannot be reached."""
     if num_cpus < 1:
         raise ValueError(f"num_cpus must be >= 1, got {num_cpus}")
     ray = import_ray()
     quiet = dict(log_to_driver=False, logging_level=logging.ERROR)
     if address is None:
         # "local": a new instance even when RAY_ADDRESS or /tmp/ray names another one.
+        # Workers at the driver's priority: Ray's default niceness (15) lets any other job
+        # on the machine starve them while the driver waits.
         ray.init(address="local", num_cpus=num_cpus, resources=resources or {},
-                 include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES, **quiet)
+                 include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
+                 _system_config={"worker_niceness": 0}, **quiet)
         return
     try:
         ray.init(address=address, **quiet)

@@ -1,4 +1,4 @@
-"""``python -m agent.train --out agent/checkpoints/general.pt [--time-budget S] [--train-seed N]``
+"""``python -m agent.train --out F [--time-budget S] [--train-seed N] [--workers N] [--address A]``
 
 Trains one policy for every topology: both levels jointly, with PPO, on episodes drawn from
 a distribution of instances (by default the training split of ``agent.instances``, with
@@ -8,7 +8,9 @@ policy orders the transfers into rounds, the simulator runs the Schedule; the up
 receives ``-makespan / reference`` (the reference: the best baseline on that instance and
 setting, so rewards mean the same on every graph) and the lower level what its ordering
 gained over the plan's data-dependency-only makespan. Each update prints one ``losses``
-line; the progress bar shows the running makespan ratio to the reference.
+line; the progress bar shows the running makespan ratio to the reference. With
+``--workers N`` (N > 1) or ``--address``, Ray actors play each update's episodes in
+parallel (``agent.rollouts``) and this process learns; ``--workers 1`` runs without Ray.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tqdm import tqdm
 
 from agent.env import EnvConfig
 from agent.instances import SETTINGS, TRAIN, graphs, label
+from agent.networks import RowScorer
 from agent.policy import new_models, run_episode, save_checkpoint
 from agent.ppo import Rollout, update
 from agent.rules import baseline_makespans
@@ -155,6 +158,60 @@ class References:
         return self.known[(i, setting)]
 
 
+class Episodes:
+    """Plays episodes on ``pool`` under ``cfg`` with one pair of networks (the lower one
+    orders the transfers only when ``cfg.train_lower``, else the FIFO round filler does),
+    computing each (graph, setting)'s reference on first use. The in-process loop of
+    ``train`` uses one; every actor of ``agent.rollouts`` holds its own."""
+
+    def __init__(self, pool: list[nx.Graph], cfg: TrainConfig, upper: RowScorer,
+                 lower: RowScorer) -> None:
+        self.pool, self.cfg, self.upper, self.lower = pool, cfg, upper, lower
+        self.reference = References(cfg)
+
+    def play(self, i: int, setting: str, greedy: bool, **kw) -> float:
+        """One episode on ``pool[i]`` under ``setting``: its makespan as a multiple of the
+        reference (``kw`` go to ``agent.policy.run_episode``)."""
+        ref = self.reference(i, self.pool[i], setting)
+        info = run_episode(self.pool[i], episode_config(self.cfg, setting), self.upper,
+                           self.lower if self.cfg.train_lower else None, greedy=greedy,
+                           reference_s=ref, **kw)
+        return info["makespan_s"] / ref
+
+    def sampled(self, i: int, setting: str,
+                generator: torch.Generator) -> tuple[float, Rollout, Rollout]:
+        """A training episode, actions sampled with ``generator``: (makespan ratio, upper
+        rollout, lower rollout)."""
+        up_ro, lo_ro = Rollout(), Rollout()
+        ratio = self.play(i, setting, False, generator=generator, upper_ro=up_ro,
+                          lower_ro=lo_ro if self.cfg.train_lower else None,
+                          keep_better=self.cfg.sampled_keep_better)
+        return ratio, up_ro, lo_ro
+
+    def greedy(self, i: int, setting: str) -> float:
+        """A selection episode, greedy (argmax) actions: its makespan ratio."""
+        return self.play(i, setting, True)
+
+
+def draw_pairs(rng: np.random.Generator, pool_size: int, cfg: TrainConfig,
+               count: int) -> list[tuple[int, str]]:
+    """(instance index, setting) of each of an update's ``count`` episodes: a new pair every
+    ``cfg.group`` episodes, drawn from ``rng``."""
+    pairs = []
+    for k in range(count):
+        if k % cfg.group == 0:
+            pair = (int(rng.integers(pool_size)),
+                    cfg.settings[int(rng.integers(len(cfg.settings)))])
+        pairs.append(pair)
+    return pairs
+
+
+def extend(ro: Rollout, more: Rollout) -> None:
+    """Append ``more``'s steps to ``ro`` (episodes merged in episode order)."""
+    for name, steps in vars(more).items():
+        getattr(ro, name).extend(steps)
+
+
 def parse_instances(text: str) -> list[nx.Graph]:
     """Graphs from ``"bcube:n=4,k=1 jellyfish:seed=2"`` (family, then its parameters)."""
     out = []
@@ -172,19 +229,46 @@ def parse_instances(text: str) -> list[nx.Graph]:
     return out
 
 
-def train(pool: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = True):
+def train(pool: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = True,
+          workers: int = 1, address: str | None = None):
     """Train both levels on episodes drawn (seeded) from ``pool`` x ``cfg.settings``;
     returns (upper, lower, history), history one dict per update (episodes, seconds,
     running and greedy ratios to the reference, losses). The returned networks are the
-    greedy-best ones on the selection episodes (training instances only)."""
+    greedy-best ones on the selection episodes (training instances only).
+
+    ``workers`` > 1 or an ``address``: ``workers`` Ray actors (``agent.rollouts``) play the
+    episodes, on a local Ray started for the run and stopped at its end (or on the cluster
+    at ``address``); the driver still draws every episode's instance and setting, merges
+    the rollouts in episode order and does the PPO updates. Each sampled episode then has
+    its own generator, seeded from (``cfg.seed``, update, episode), so the result depends
+    on the seed only, not on the number of actors nor on which ran what; it differs from
+    the in-process run's (one generator for every episode), which never imports ray."""
     pool = pool if isinstance(pool, list) else [pool]
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1 and address is None:
+        return _train(pool, cfg, progress, None)
+    from agent.cluster import ray_session
+    from agent.rollouts import EpisodeWorkers
+
+    with ray_session(address, workers):
+        runners = EpisodeWorkers(pool, cfg, workers)
+        try:
+            return _train(pool, cfg, progress, runners)
+        finally:
+            runners.close()
+
+
+def _train(pool: list[nx.Graph], cfg: TrainConfig, progress: bool, runners):
+    """The training loop of ``train``; ``runners``: the Ray actors, or None to play the
+    episodes in this process."""
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     upper, lower = new_models(cfg.hidden, cfg.env.slots, cfg.lower_prior, cfg.rank_prior)
     opt_up = torch.optim.Adam(upper.parameters(), lr=cfg.lr, eps=1e-5)
     opt_lo = torch.optim.Adam(lower.parameters(), lr=cfg.lr, eps=1e-5)
-    reference = References(cfg)
+    episodes = Episodes(pool, cfg, upper, lower)
     draw = np.random.default_rng([cfg.seed, 1])
     selection = [(int(draw.integers(len(pool))), cfg.settings[int(draw.integers(
         len(cfg.settings)))]) for _ in range(cfg.selection)]
@@ -194,30 +278,29 @@ def train(pool: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = Tr
     updates = done_eps = 0
     start = time.monotonic()
     bar = tqdm(total=cfg.episodes, desc="train", disable=not progress, unit="ep")
-    scheduler = lower if cfg.train_lower else None
-
-    def episode(i: int, setting: str, greedy: bool, **kw) -> float:
-        ref = reference(i, pool[i], setting)
-        info = run_episode(pool[i], episode_config(cfg, setting), upper, scheduler,
-                           greedy=greedy, reference_s=ref, **kw)
-        return info["makespan_s"] / ref
+    if runners is not None:
+        runners.broadcast(upper, lower)
 
     while done_eps < cfg.episodes:
+        pairs = draw_pairs(rng, len(pool), cfg,
+                           min(cfg.episodes_per_update, cfg.episodes - done_eps))
+        if runners is None:
+            played = []
+            for i, setting in pairs:
+                played.append(episodes.sampled(i, setting, gen))
+                bar.update(1)
+        else:
+            played = runners.sampled(updates, pairs, on_done=lambda: bar.update(1))
         up_ro, lo_ro = Rollout(), Rollout()
         spans: list[tuple[int, int, float]] = []
-        for k in range(min(cfg.episodes_per_update, cfg.episodes - done_eps)):
-            if k % cfg.group == 0:
-                i = int(rng.integers(len(pool)))
-                setting = cfg.settings[int(rng.integers(len(cfg.settings)))]
+        for ratio, episode_up, episode_lo in played:
             first = len(up_ro)
-            ratio = episode(i, setting, False, generator=gen, upper_ro=up_ro,
-                            lower_ro=lo_ro if cfg.train_lower else None,
-                            keep_better=cfg.sampled_keep_better)
+            extend(up_ro, episode_up)
+            extend(lo_ro, episode_lo)
             spans.append((first, len(up_ro), -ratio))
             recent = (recent + [ratio])[-40:]
-            done_eps += 1
-            bar.update(1)
-            bar.set_postfix(ref_ratio=f"{np.mean(recent):.3f}")
+        done_eps += len(played)
+        bar.set_postfix(ref_ratio=f"{np.mean(recent):.3f}")
         if cfg.group > 1:
             # gamma = lambda = 1: every step's advantage is its episode's return minus the
             # mean return of the other episodes of its pair.
@@ -235,9 +318,13 @@ def train(pool: nx.Graph | list[nx.Graph], cfg: TrainConfig, progress: bool = Tr
             losses |= {f"lower_{k}": v for k, v in
                        update(lower, opt_lo, lo_ro, lam=cfg.lower_lambda, **common).items()}
         updates += 1
+        if runners is not None:
+            runners.broadcast(upper, lower)
         row = {"episodes": done_eps, "ref_ratio": float(np.mean(recent))}
         if updates % cfg.eval_every == 0 or done_eps >= cfg.episodes:
-            greedy = float(np.mean([episode(i, s, True) for i, s in selection]))
+            ratios = (runners.greedy(selection) if runners is not None
+                      else [episodes.greedy(i, s) for i, s in selection])
+            greedy = float(np.mean(ratios))
             row["greedy_ref_ratio"] = greedy
             if greedy < best[0]:
                 best = (greedy, (copy.deepcopy(upper.state_dict()),
@@ -279,7 +366,17 @@ def main() -> int:
     parser.add_argument("--no-degraded", action="store_true",
                         help="without the degraded copies of the training split")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="play each update's episodes on N Ray actors, one CPU each "
+                             "(needs ray; default 1: in this process, without Ray). The "
+                             "result depends on the seed and on whether Ray plays the "
+                             "episodes, not on N")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="use the Ray cluster at ADDR (e.g. auto, HOST:6379) instead "
+                             "of starting a local Ray; implies Ray even with --workers 1")
     args = parser.parse_args()
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     overrides = {k: v for k, v in (("episodes", args.episodes), ("seed", args.train_seed),
                                    ("time_budget_s", args.time_budget),
                                    ("stop_ratio", args.stop_ratio)) if v is not None}
@@ -290,9 +387,11 @@ def main() -> int:
                 *(read_topology(f) for f in args.topo_file)]
     else:
         pool = graphs(TRAIN, degraded=not args.no_degraded, seed=cfg.seed)
-    upper, lower, history = train(pool, cfg, progress=not args.no_progress)
+    upper, lower, history = train(pool, cfg, progress=not args.no_progress,
+                                  workers=args.workers, address=args.address)
     last = history[-1]
     meta = {"episodes": last["episodes"], "train_seconds": last["seconds"],
+            "workers": args.workers, "ray": args.workers > 1 or args.address is not None,
             "best_ref_ratio": last["best_ref_ratio"],
             "instances": [label(g) for g in pool]}
     save_checkpoint(args.out, upper, lower, asdict(cfg), meta)
