@@ -40,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 #: Executable names tried on PATH, in order.
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 #: How long Chromium may take to write DevToolsActivePort.
-LAUNCH_TIMEOUT_S = 15.0
+LAUNCH_TIMEOUT_S = 60.0
 #: Limit for each step after the ready wait (probe, layout metrics, screenshot).
 STEP_TIMEOUT_S = 15.0
 #: Pause between two evaluations of ready_js.

@@ -510,6 +510,10 @@ def _with_ray(todo: list[Point], out: Path, table: Table, bar, address: str | No
               workers: int | None) -> None:
     from agent.cluster import import_ray, ray_session
 
+    # By module name, also under ``python -m bench.sweep``: functions of __main__ would be
+    # pickled by value, and the workers have no __main__ of ours to resolve them in.
+    from bench.sweep import emulate_point, simulate_point
+
     emulated = [p for p in todo if p.kind == "emulated"]
     resources = {"emulation": 1} if emulated and address is None and can_emulate() else {}
     ray = import_ray()

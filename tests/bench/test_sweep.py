@@ -52,7 +52,7 @@ import time
 from traffic.collectives import build
 
 def ring(graph, size_bytes, dtype):
-    time.sleep(0.15)
+    time.sleep(0.3)
     return build("ring", graph, size_bytes, dtype)
 """
 
@@ -147,14 +147,17 @@ def test_one_process_sweep_writes_a_tidy_table_summary_and_plots(tmp_path):
     assert rows(out / "points.csv") == table
 
 
-def test_an_interrupted_sweep_resumes_without_losing_or_repeating_points(tmp_path):
+@pytest.mark.parametrize("mode", ["--no-ray", pytest.param("--workers=2",
+                                                          marks=pytest.mark.slow)])
+def test_an_interrupted_sweep_resumes_without_losing_or_repeating_points(tmp_path, mode):
     (tmp_path / "slowsched.py").write_text(SLOW_PLUGIN)
-    spec = write(tmp_path, 'schedulers = ["slowsched:ring"]\nsizes_mb = [0.1, 0.2, 0.3, 0.4]\n'
+    spec = write(tmp_path, 'schedulers = ["slowsched:ring"]\n'
+                           'sizes_mb = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]\n'
                            'seeds = [0, 1, 2, 3, 4]\n[[topology]]\nfamily = "jellyfish"\n'
                            'switches = 8\nports = 5\nuplinks = 3\n')
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
-    argv = [sys.executable, "-m", "bench.sweep", str(spec), "--no-ray", "--no-progress",
+    argv = [sys.executable, "-m", "bench.sweep", str(spec), mode, "--no-progress",
             "--out", str(out)]
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -166,14 +169,14 @@ def test_an_interrupted_sweep_resumes_without_losing_or_repeating_points(tmp_pat
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     first = rows(table)
-    assert 5 <= len(first) < 20
+    assert 5 <= len(first) < 40
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert f"20 points, {len(first)} already done, {20 - len(first)} run" in done.stdout
+    assert f"40 points, {len(first)} already done, {40 - len(first)} run" in done.stdout
     final = rows(table)
     keys = [r["key"] for r in final]
-    assert len(keys) == len(set(keys)) == 20
+    assert len(keys) == len(set(keys)) == 40
     assert final[:len(first)] == first  # the finished points were not run again
 
 
