@@ -159,8 +159,11 @@ def test_an_interrupted_sweep_resumes_without_losing_or_repeating_points(tmp_pat
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
     argv = [sys.executable, "-m", "bench.sweep", str(spec), mode, "--no-progress",
             "--out", str(out)]
+    # SIGINT as from a terminal's Ctrl-C: the default action, even when this test runs in a
+    # background job (whose children inherit SIGINT ignored)
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     table = out / "points.csv"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not table.exists() or len(rows(table)) < 5):
