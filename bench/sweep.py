@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -518,6 +519,7 @@ def _with_ray(todo: list[Point], out: Path, table: Table, bar, address: str | No
     resources = {"emulation": 1} if emulated and address is None and can_emulate() else {}
     ray = import_ray()
     with ray_session(address, workers or os.cpu_count() or 1, resources):
+        signal.signal(signal.SIGTERM, _terminated)  # ray.init installed its own handler
         if emulated and not ray.cluster_resources().get("emulation"):
             raise SpecError(f"{len(emulated)} emulated points, but no node of the cluster "
                             "can emulate (root, Mininet, Open vSwitch; a cluster node "
@@ -643,6 +645,10 @@ def plots(rows: list[dict[str, str]], out: Path) -> list[Path]:
     return files
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(143)  # unwinds like Ctrl-C: pending tasks cancelled, Ray stopped
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench.sweep``."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
@@ -665,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(args.spec)
     if args.out:
         spec.out = args.out
+    signal.signal(signal.SIGTERM, _terminated)
     if args.dry_run:
         done = {r["key"] for r in read_rows(spec.out / "points.csv")}
         kinds = {k: sum(1 for p in spec.points if p.kind == k) for k in ("simulated", "emulated")}

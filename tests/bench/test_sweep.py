@@ -275,6 +275,41 @@ def test_a_sweep_runs_on_a_two_node_cluster(tmp_path):
     assert not ray_processes(temp)
 
 
+@pytest.mark.slow
+def test_a_terminated_ray_sweep_leaves_no_ray_behind(tmp_path):
+    (tmp_path / "slowsched.py").write_text(SLOW_PLUGIN)
+    spec = write(tmp_path, 'schedulers = ["slowsched:ring"]\n'
+                           'sizes_mb = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]\n'
+                           'seeds = [0, 1, 2, 3, 4]\n[[topology]]\nfamily = "jellyfish"\n'
+                           'switches = 8\nports = 5\nuplinks = 3\n')
+    temp = Path(tempfile.mkdtemp(prefix="artb-ray-", dir="/tmp"))  # the local Ray's files
+    env = {**os.environ, "RAY_TMPDIR": str(temp),
+           "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "bench.sweep", str(spec), "--workers=2",
+                             "--no-progress", "--out", str(out)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not (out / "points.csv").exists()
+                                               or len(rows(out / "points.csv")) < 3):
+            time.sleep(0.05)
+        assert ray_processes(temp)  # the sweep's own Ray is running
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err
+        deadline = time.monotonic() + 10
+        while ray_processes(temp) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not ray_processes(temp)
+        assert 3 <= len(rows(out / "points.csv")) < 40
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stop_by_pid(temp)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 class socket_port:
     """A free TCP port on 127.0.0.1 (closed again on exit)."""
 
