@@ -360,7 +360,8 @@ def simulate_point(point: Point) -> dict[str, Any]:
 
 def emulate_point(point: Point, out: Path) -> dict[str, Any]:
     """Emulate one point with ``python -m emulation.run`` (its run directory under
-    ``out``): its row of points.csv. SIGTERM to the run when this task is cancelled."""
+    ``out``): its row of points.csv. The run gets SIGTERM (and tears its network down) when
+    this task is interrupted or its process dies."""
     started = time.monotonic()
     row = _base(point)
     where = out / "emulated" / re.sub(r"[^A-Za-z0-9._-]+", "_", point.key)
@@ -380,7 +381,7 @@ def emulate_point(point: Point, out: Path) -> dict[str, Any]:
             argv += [flag, value]
     repo = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_terminate_with_parent)
     try:
         stdout, stderr = proc.communicate()
     except BaseException:  # cancelled or interrupted: let the run tear its network down
@@ -405,6 +406,14 @@ def emulate_point(point: Point, out: Path) -> dict[str, Any]:
         row.update(status="error", error=lines[-1] if lines else f"exit {proc.returncode}")
     row["seconds"] = time.monotonic() - started
     return row
+
+
+def _terminate_with_parent() -> None:
+    """In the child: SIGTERM when the process that started it dies (Linux prctl
+    PR_SET_PDEATHSIG), so a Ray worker ended with its job takes its emulation.run along."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def can_emulate() -> bool:
@@ -528,16 +537,14 @@ def _with_ray(todo: list[Point], out: Path, table: Table, bar, address: str | No
         emu = ray.remote(num_cpus=1, resources={"emulation": 1}, max_retries=0)(emulate_point)
         pending = [sim.remote(p) if p.kind == "simulated" else emu.remote(p, out)
                    for p in todo]
-        try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                for ref in ready:
-                    table.add(ray.get(ref))
-                    bar.update(1)
-        except BaseException:
-            for ref in pending:
-                ray.cancel(ref)
-            raise
+        # On Ctrl-C or SIGTERM nothing is cancelled one by one (ray.cancel racing with
+        # tasks that complete trips a check in Ray 2.60): leaving the session ends the job,
+        # and with it its workers; an emulation.run a worker started then gets SIGTERM.
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                table.add(ray.get(ref))
+                bar.update(1)
 
 
 # ------------------------------------------------------------------------------- summary
@@ -646,7 +653,7 @@ def plots(rows: list[dict[str, str]], out: Path) -> list[Path]:
 
 
 def _terminated(signum: int, frame: Any) -> None:
-    raise SystemExit(143)  # unwinds like Ctrl-C: pending tasks cancelled, Ray stopped
+    raise SystemExit(143)  # unwinds like Ctrl-C: the finished rows kept, Ray stopped
 
 
 def main(argv: list[str] | None = None) -> int:
