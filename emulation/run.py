@@ -31,11 +31,11 @@ import networkx as nx
 from emulation.budget import BUDGET_SHARE, cached_budget, choose_rate, measure_forwarding
 from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
 from simulator import lower_bound, packing_bound, simulate
-from simulator.page import SCHEMA, network, transfer_list
+from simulator.page import SCHEMA, conditions, network, transfer_list
 from simulator.page import versions as page_versions
 from simulator.usage import link_load
 from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
-from topology.links import background_flows, link_failures, relays, scaled
+from topology.links import link_failures, relays, scaled
 from traffic.collectives import BASELINES
 from traffic.plugins import make_schedule, resolve
 from traffic.runner import WorkerError, run_workers
@@ -448,9 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                    + shlex.join(sys.argv[1:] if argv is None else argv),
         "topology": graph.graph["spec"], "name": graph.graph["name"],
         "bw_mbps": graph.graph["bw_mbps"], "size_bytes": size_bytes, "dtype": args.dtype,
-        "conditions": {"changes": graph.graph.get("degraded", []),
-                       "background_flows": background_flows(graph),
-                       "link_failures": link_failures(graph)},
+        "conditions": conditions(graph),
         "lower_bound_s": lower_bound(graph, size_bytes),
         "optimum_s": packing_bound(graph, size_bytes),
         "parameters": {k: v for k, v in vars(args).items()

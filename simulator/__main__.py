@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from simulator import lower_bound, packing_bound, simulate
-from simulator.page import SCHEMA, network, transfer_list, versions, write
+from simulator.page import SCHEMA, conditions, network, transfer_list, versions, write
 from simulator.usage import link_load
 from topology import FAMILIES, from_spec
 from topology.cli import (
@@ -26,7 +26,7 @@ from topology.cli import (
     run,
     with_conditions,
 )
-from topology.links import background_flows, link_failures
+from topology.links import link_failures
 from traffic.collectives import ALGORITHMS
 from traffic.plugins import make_schedule, resolve
 from traffic.schedule import DTYPES, ScheduleError, read_schedule, validate
@@ -119,22 +119,18 @@ def main() -> int:
                     validate(schedule, graph)
                 except ScheduleError as exc:
                     raise ValueError(f"scheduler {name}: {exc}") from None
-        result = simulate(graph, schedule, startup_s=args.startup_s,
-                          hop_latency_s=args.hop_latency_s, goodput=args.goodput,
-                          failover_s=args.failover_s)
+        result = simulate(graph, schedule, **costs(args))
         row = {"algo": name, "makespan_s": result.makespan_s, "lower_bound_s": bound,
                "optimum_s": optimum, "transfers": len(schedule.transfers)}
         if link_failures(graph):
             row["rerouted"] = len(result.rerouted)
         rows.append(row)
         if args.report:
-            costs = {"startup_s": args.startup_s, "hop_latency_s": args.hop_latency_s,
-                     "goodput": args.goodput, "failover_s": args.failover_s}
             report_rows.append({
                 "scheduler": name, "transfers": len(schedule.transfers),
                 "simulated_s": result.makespan_s, "emulated_s": None,
                 "simulated": result.to_dict(),
-                "simulated_links": link_load(graph, schedule, **costs).to_dict(),
+                "simulated_links": link_load(graph, schedule, **costs(args)).to_dict(),
                 "transfer_list": transfer_list(schedule)})
     if args.report:
         dtype = jobs[0][1].dtype if args.schedule else args.dtype
@@ -160,6 +156,12 @@ def main() -> int:
     return 0
 
 
+def costs(args) -> dict[str, float]:
+    """The cost model's options on the command line (``simulate``'s keyword arguments)."""
+    return {"startup_s": args.startup_s, "hop_latency_s": args.hop_latency_s,
+            "goodput": args.goodput, "failover_s": args.failover_s}
+
+
 def write_report(args, graph, size: int, dtype: str, bound: float, optimum: float,
                  rows: list[dict]) -> Path:
     """Write the results document and the report page of a simulated run."""
@@ -174,11 +176,8 @@ def write_report(args, graph, size: int, dtype: str, bound: float, optimum: floa
         "bw_mbps": float(graph.graph["bw_mbps"]), "size_bytes": size,
         "dtype": dtype,
         "lower_bound_s": bound, "optimum_s": optimum,
-        "costs": {"startup_s": args.startup_s, "hop_latency_s": args.hop_latency_s,
-                  "goodput": args.goodput, "failover_s": args.failover_s},
-        "conditions": {"changes": graph.graph.get("degraded", []),
-                       "background_flows": background_flows(graph),
-                       "link_failures": link_failures(graph)},
+        "costs": costs(args),
+        "conditions": conditions(graph),
         "versions": versions(), "network": network(graph), "schedulers": rows,
     }
     try:

@@ -57,6 +57,15 @@ def network(graph: nx.Graph) -> dict[str, Any]:
                       for a, b, d in graph.edges(data=True)]}
 
 
+def conditions(graph: nx.Graph) -> dict[str, Any]:
+    """The ``conditions`` field: the graph's changes (slow or removed links), background
+    flows and link failures (``topology.links``)."""
+    from topology.links import background_flows, link_failures
+
+    return {"changes": graph.graph.get("degraded", []),
+            "background_flows": background_flows(graph), "link_failures": link_failures(graph)}
+
+
 def transfer_list(schedule: Schedule) -> list[list[Any]]:
     """The ``transfer_list`` field of a row: [id, source server, destination server,
     bytes] per transfer."""
