@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup setup-test demo test test-fast lint clean
+.PHONY: setup setup-test demo test test-fast lint clean box-test
 
 setup:
 	VENV="$(VENV)" bash scripts/setup.sh
@@ -19,7 +19,7 @@ demo: setup
 
 # ARTB_REQUIRE_EMULATION=1: emulation tests fail (not skip) when root, Mininet or OVS is missing.
 # Both test targets lint first and run the docstring examples of the pure packages too.
-DOCTESTS := --doctest-modules tests topology traffic simulator agent
+DOCTESTS := --doctest-modules tests topology traffic simulator agent scripts
 
 test: setup-test
 	$(VENV)/bin/ruff check .
@@ -28,6 +28,12 @@ test: setup-test
 test-fast:
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -m "not emulation and not slow" $(DOCTESTS)
+
+# Boot the classroom box (Debian 12 under qemu, through the project's Vagrantfile) and run the
+# provisioning, the pure tests, lab 1 and emulated AllReduces inside it; tens of minutes, so not
+# part of `make test`. Needs only Debian's python3 on the host; see scripts/box_test.py --help.
+box-test:
+	python3 scripts/box_test.py
 
 lint:
 	$(VENV)/bin/ruff check .

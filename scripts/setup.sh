@@ -13,7 +13,8 @@
 #   OVS_TSO=0          1 = OVS userspace TSO on (faster, but less even HTB shares); read when
 #                      ovs-vswitchd starts. 0 (with veth tx offload off) shapes most accurately.
 #   ARTB_TEST_TOOLS=0  1 = also install what only the tests need: Debian's chromium, which opens
-#                      the run report in a headless browser (`make test` sets it)
+#                      the run report in a headless browser, and ruby, which reads the
+#                      Vagrantfiles (`make test` sets it)
 # Never uses `mn -c`, pkill or killall: those hit things this project did not start.
 set -euo pipefail
 
@@ -28,7 +29,7 @@ STAMP=$VENV/.allreduce-testbed-installed
 APT_PKGS=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iproute2 iputils-ping
           net-tools procps psmisc curl ca-certificates sudo make python3-venv)
 ARTB_TEST_TOOLS=${ARTB_TEST_TOOLS:-0}
-[ "$ARTB_TEST_TOOLS" = 1 ] && APT_PKGS+=(chromium)
+[ "$ARTB_TEST_TOOLS" = 1 ] && APT_PKGS+=(chromium ruby)
 # Appended, not prepended: a non-login root shell may lack the sbin dirs, but the caller's own
 # python3 (pyenv, ...) keeps precedence.
 export PATH=$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -266,6 +267,7 @@ selfcheck() {
     if [ "$ARTB_TEST_TOOLS" = 1 ]; then
         item "chromium on PATH (tests open the report in it)" "apt-get install chromium" \
             have_cmds chromium
+        item "ruby on PATH (tests read the Vagrantfiles)" "apt-get install ruby" have_cmds ruby
     fi
     item "iperf3, ethtool, tc on PATH" "apt-get install iperf3 ethtool iproute2" \
         have_cmds iperf3 ethtool tc

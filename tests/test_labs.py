@@ -47,7 +47,9 @@ SLOW = {
     ("lab4-learning", "emulation"),
 }
 
-BLOCK_TIMEOUT_S = 600.0
+#: A block's time limit; ARTB_LAB_BLOCK_TIMEOUT_S raises it where everything is slow (the box
+#: under software emulation, scripts/box_test.py).
+BLOCK_TIMEOUT_S = float(os.environ.get("ARTB_LAB_BLOCK_TIMEOUT_S", "600"))
 
 FENCE = re.compile(r"^(`{3,})\s*(.*)$")
 DIRECTIVE = re.compile(r"^<!--\s*(test-[a-z]+):\s*(.*?)\s*-->$")

@@ -23,6 +23,9 @@ from traffic.schedule import Schedule
 Spawn = Callable[[str, list[str]], subprocess.Popen]
 
 #: Time between the go signal and the common start, so every worker is waiting when it comes.
+#: Seconds every worker has to start and report ready (plus 0.2 s per server);
+#: ARTB_WORKER_START_S raises it where everything is slow (the box under software emulation).
+START_S = float(os.environ.get("ARTB_WORKER_START_S", "30"))
 START_DELAY_S = 0.3
 
 
@@ -72,7 +75,7 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
             argv = [python, "-m", "traffic.worker", "--job", str(job), "--server", s,
                     "--out", str(reports[s])]
             procs[s] = spawn(s, argv)
-        _expect(procs, {"ready"}, time.monotonic() + 30 + 0.2 * len(servers), reports)
+        _expect(procs, {"ready"}, time.monotonic() + START_S + 0.2 * len(servers), reports)
         t0 = time.monotonic() + START_DELAY_S
         for p in procs.values():
             _tell(p, f"go {t0!r}")
