@@ -62,7 +62,7 @@ def main() -> None:
             continue
         t0 = time.perf_counter()
         optimum = packing_bound(graph, size)
-        print(f"{graph.graph['name']:<24} {servers:>7} packing optimum by max-flow in "
+        print(f"{graph.graph['name']:<24} {servers:>7} packing optimum computed in "
               f"{time.perf_counter() - t0:.2f} s", flush=True)
         for algo in algos:
             if algo == "packing" and servers > args.max_packing_servers:

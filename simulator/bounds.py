@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 
-from topology.links import link_rate_mbps
 from topology.routing import servers as servers_by_rank
-from traffic.cuts import packing_rate
+from traffic.cuts import message_seconds_per_bit, overlap_rate, packing_rate
 
 
 def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> float:
@@ -47,27 +46,22 @@ def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> fl
         raise ValueError(f"size_bytes must be an integer >= 0, got {size_bytes!r}")
     if not 0 < goodput <= 1:
         raise ValueError(f"goodput must be in (0, 1], got {goodput!r}")
-    names = servers_by_rank(graph)
-    n = len(names)
-    if n < 2 or size_bytes == 0:
+    if size_bytes == 0:
         return 0.0
-    capacity = {}
-    for v in names:
-        total = sum(link_rate_mbps(graph, v, w) for w in graph[v]) * 1e6 * goodput
-        if total <= 0:
-            raise ValueError(f"server {v} has no link capacity")
-        capacity[v] = total
-    bits = 8.0 * size_bytes
-    every = 2 * (n - 1) * bits / sum(capacity.values())
-    one = max(bits / c for c in capacity.values())
-    return max(every, one)
+    return 8.0 * size_bytes * message_seconds_per_bit(graph, goodput=goodput)
 
 
 def packing_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> float:
-    """Seconds of the best tree-based AllReduce of ``size_bytes`` per server on ``graph``:
-    ReduceScatter then AllGather at the optimal packing rate, 2 (bits / N) / x*
-    (``packing_rate``). At least ``lower_bound``; equal to it on BCube, DCell and single-NIC
-    Jellyfish with one link rate, above it where a thin cut limits every tree."""
+    """Seconds of the best tree-based AllReduce of ``size_bytes`` per server on ``graph``
+    (every element reduced up a tree into its shard's owner and broadcast down a tree from
+    it, pipelined; the fluid model, no per-transfer costs): (bits / N) / x, x the best rate at
+    which a ReduceScatter and an AllGather by trees overlap (``traffic.cuts.overlap_rate``).
+
+    At least ``lower_bound``. Equal to ReduceScatter then AllGather at the optimal packing
+    rate, 2 (bits / N) / x*, wherever that meets the message-count bound (BCube, DCell and
+    single-NIC Jellyfish with one link rate: the linear programme is skipped there); above
+    the bound where a thin cut limits every tree both ways; below 2 (bits / N) / x* where
+    the phases use a thin cut's two directions unevenly (a server with one link)."""
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
         raise ValueError(f"size_bytes must be an integer >= 0, got {size_bytes!r}")
     if not 0 < goodput <= 1:
@@ -75,5 +69,9 @@ def packing_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> 
     n = len(servers_by_rank(graph))
     if n < 2 or size_bytes == 0:
         return 0.0
+    bits = 8.0 * size_bytes
     rate, _ = packing_rate(graph, goodput=goodput)
-    return 2.0 * (8.0 * size_bytes / n) / rate
+    sequential = 2.0 * (bits / n) / rate
+    if sequential <= lower_bound(graph, size_bytes, goodput=goodput) * (1 + 1e-9):
+        return sequential
+    return min(sequential, (bits / n) / overlap_rate(graph, goodput=goodput))

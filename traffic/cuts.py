@@ -20,6 +20,23 @@ def link_capacities(graph: nx.Graph, goodput: float) -> dict[tuple[str, str], fl
     return caps
 
 
+def message_seconds_per_bit(graph: nx.Graph, *, goodput: float = 1.0) -> float:
+    """Seconds per bit of buffer below which no AllReduce can finish on ``graph``: the
+    message-count bound max(2 (N-1) / sum_v C(v), max_v 1 / C(v)), C(v) the bit/s of server
+    v's links (``simulator.bounds.lower_bound`` proves it and scales it by the buffer)."""
+    names = servers_by_rank(graph)
+    if len(names) < 2:
+        return 0.0
+    caps = link_capacities(graph, goodput)
+    capacity = {}
+    for v in names:
+        capacity[v] = sum(caps[(v, w)] for w in graph[v])
+        if capacity[v] <= 0:
+            raise ValueError(f"server {v} has no link capacity")
+    every = 2 * (len(names) - 1) / sum(capacity.values())
+    return max(every, max(1.0 / c for c in capacity.values()))
+
+
 def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, frozenset[str]]:
     """The optimal AllGather rate per server on ``graph`` (bit/s) and the cut that sets it.
 
@@ -62,3 +79,120 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
                 changed = True
                 break
     return x, cut
+
+
+def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -> float:
+    """The optimal rate per server (bit/s) of a ReduceScatter and an AllGather that run at the
+    same time, each by trees, sharing every directed link's capacity.
+
+    A pipelined tree AllReduce reduces one chunk while it broadcasts an earlier one, so its
+    ReduceScatter (in-trees to each root) and AllGather (out-trees from each root) overlap. It
+    moves every shard both ways at rate x, so it takes (bits / N) / x. With one link rate on a
+    graph where ``packing_rate`` x* meets the message-count bound the answer is x* / 2 (the
+    overlap gains nothing), but where one direction of a thin cut idles in each phase (a
+    server with one link: the AllGather fills its way in, the ReduceScatter its way out)
+    overlapping gains up to 2 x.
+
+    The linear programme: split every directed link's capacity c = c1 + c2, c1 balanced at
+    every switch (what enters a switch leaves it), and maximise x such that the AllGather at
+    rate x fits c1 and the ReduceScatter at rate x fits c2 reversed: for every node set S
+    holding some but not all servers, c1 leaving S >= x |S ∩ servers| and c2 entering S >=
+    x |S ∩ servers| (``packing_rate``'s cuts, exact for balanced capacities by Edmonds'
+    theorem with switches split off). Solved by cutting planes: an LP over (x, c1) with the
+    cuts found so far, then one max-flow per server and phase (as in ``packing_rate``) finds
+    the cuts the solution violates, until none is (relative ``rtol``). The LP relaxes the
+    problem until it stops, so the rate returned is never below the true one.
+    """
+    import numpy as np  # numpy, scipy: on use
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+    names = servers_by_rank(graph)
+    n = len(names)
+    if n < 2:
+        raise ValueError("the overlap rate needs at least two servers")
+    caps = link_capacities(graph, goodput)
+    links = list(caps)
+    m = len(links)
+    scale = max(caps.values())
+    cap = np.array([caps[e] / scale for e in links])
+    nodes = list(graph.nodes)
+    index = {v: i for i, v in enumerate(nodes)}
+    source = len(nodes)
+    servers = [index[v] for v in names]
+    is_server = np.zeros(len(nodes), dtype=bool)
+    is_server[servers] = True
+    tail = np.array([index[a] for a, _ in links])
+    head = np.array([index[b] for _, b in links])
+    # Balance at every switch: in - out of c1 = 0.
+    switch_rows = [i for i, v in enumerate(nodes) if not is_server[i]]
+    a_eq = np.zeros((len(switch_rows), 1 + m))
+    for r, w in enumerate(switch_rows):
+        a_eq[r, 1:] = (head == w).astype(float) - (tail == w).astype(float)
+    cuts: set[tuple[int, bytes]] = set()
+    rows: list[np.ndarray] = []
+    bound: list[float] = []
+
+    def add_cut(phase: int, inside: np.ndarray) -> bool:
+        key = (phase, inside.tobytes())
+        if key in cuts:
+            return False
+        cuts.add(key)
+        k = float(is_server[inside].sum())
+        row = np.zeros(1 + m)
+        row[0] = k
+        if phase == 0:  # gather: c1 leaving S >= k x
+            crossing = inside[tail] & ~inside[head]
+            row[1:][crossing] = -1.0
+            bound.append(0.0)
+        else:  # scatter: (cap - c1) entering S >= k x
+            crossing = ~inside[tail] & inside[head]
+            row[1:][crossing] = 1.0
+            bound.append(float(cap[crossing].sum()))
+        rows.append(row)
+        return True
+
+    for t in servers:
+        alone = np.zeros(len(nodes), dtype=bool)
+        alone[t] = True
+        for phase in (0, 1):
+            add_cut(phase, alone)
+            add_cut(phase, ~alone)
+    units = 1e7  # max-flow capacities are integers: the fastest link is this many units
+    objective = np.zeros(1 + m)
+    objective[0] = -1.0
+    lp_bounds = [(0, None)] + [(0, float(c)) for c in cap]
+    while True:
+        res = linprog(objective, A_ub=np.array(rows), b_ub=np.array(bound),
+                      A_eq=a_eq if len(switch_rows) else None,
+                      b_eq=np.zeros(len(switch_rows)) if len(switch_rows) else None,
+                      bounds=lp_bounds, method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"the overlap LP failed: {res.message}")
+        x, c1 = float(res.x[0]), np.clip(res.x[1:], 0.0, cap)
+        added = False
+        for phase, use in ((0, c1), (1, cap - c1)):
+            # The phase's arcs: gather on the links, scatter on the links reversed.
+            a, b = (tail, head) if phase == 0 else (head, tail)
+            arc_cap = np.floor(use * units).astype(np.int32)
+            src_cap = np.full(n, int(np.floor(x * units)), dtype=np.int32)
+            graph_rows = np.concatenate([a, np.full(n, source)])
+            graph_cols = np.concatenate([b, servers])
+            data = np.concatenate([arc_cap, src_cap])
+            net = csr_matrix((data, (graph_rows, graph_cols)), shape=(source + 1, source + 1))
+            net.sum_duplicates()
+            need = n * int(np.floor(x * units))
+            for t in servers:
+                flow = maximum_flow(net, source, t)
+                if flow.flow_value >= need * (1 - rtol):
+                    continue
+                residual = net - flow.flow
+                residual.data = (residual.data > 0).astype(np.int32)
+                residual.eliminate_zeros()
+                reach = breadth_first_order(residual, source, return_predecessors=False)
+                inside = np.zeros(source + 1, dtype=bool)
+                inside[reach] = True
+                added |= add_cut(phase, inside[:source])
+        if not added:
+            return x * scale

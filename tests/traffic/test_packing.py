@@ -10,7 +10,7 @@ import pytest
 import topology as tp
 from simulator import lower_bound, packing_bound, simulate
 from traffic.collectives import build
-from traffic.cuts import link_capacities, packing_rate
+from traffic.cuts import link_capacities, overlap_rate, packing_rate
 from traffic.packing import min_arborescence, pack_trees, split
 from traffic.schedule import validate
 
@@ -182,3 +182,59 @@ def test_packing_uses_trees_where_rings_fall_short():
     schedule = build("packing", g, 400_000)
     assert schedule.meta["style"] == "trees"
     assert schedule.meta["rate_to_optimum"] == pytest.approx(1.0, rel=1e-6)
+
+
+def thin_star(servers: int, thin_mbps: float) -> nx.Graph:
+    """A star whose server h0 has a thin link."""
+    g = star(servers)
+    g.edges["h0", "w"]["bw_mbps"] = thin_mbps
+    return g
+
+
+@pytest.mark.parametrize("servers", [3, 4, 6])
+def test_overlapped_phases_on_a_thin_server_reach_its_own_link(servers):
+    # h0's link carries, each way, every shard but its own (one phase) plus its own shard
+    # once (the other phase): N x <= a, so the optimum is bits / a, the one-server bound;
+    # ReduceScatter then AllGather would take 2 (N-1) / N of that.
+    a = 25.0
+    g = thin_star(servers, a)
+    bits = 8 * 10**6
+    assert overlap_rate(g) == pytest.approx(a * 1e6 / servers, rel=1e-6)
+    assert packing_bound(g, 10**6) == pytest.approx(bits / (a * 1e6), rel=1e-6)
+    assert packing_bound(g, 10**6) == pytest.approx(lower_bound(g, 10**6), rel=1e-6)
+    sequential = 2 * (bits / servers) / packing_rate(g)[0]
+    assert sequential == pytest.approx(2 * (servers - 1) / servers * bits / (a * 1e6))
+
+
+def test_overlap_gains_nothing_across_a_thin_cut():
+    # The slow link carries, each way, the AllGather of one half and the ReduceScatter into
+    # the other: overlapping the phases halves the rate, so the optimum stays bits / 25 Mbit/s.
+    g = two_halves(25.0)
+    assert overlap_rate(g) == pytest.approx(25e6 / 6, rel=1e-6)
+    assert packing_bound(g, 10**6) == pytest.approx(8e6 / 25e6, rel=1e-6)
+
+
+@pytest.mark.parametrize("family,params", [
+    ("bcube", {"n": 4, "k": 1}), ("dcell", {"n": 3, "k": 1}),
+    ("jellyfish", {"switches": 16, "ports": 4, "uplinks": 3, "seed": 0}),
+])
+def test_overlap_rate_is_half_the_packing_rate_on_uniform_families(family, params):
+    g = tp.make_graph(family, **params)
+    assert overlap_rate(g) == pytest.approx(packing_rate(g)[0] / 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("change", ["fail", "quarter"])
+def test_no_baseline_beats_the_optimum_on_a_degraded_bcube(change):
+    # BCube(4,1) with s00 left one link (or one at a quarter rate): multitree once finished
+    # below ReduceScatter-then-AllGather's time, which is no optimum when the phases overlap.
+    g = tp.make_graph("bcube", n=4, k=1)
+    if change == "fail":
+        g.remove_edge("s00", "w0_0")
+    else:
+        g.edges["s00", "w0_0"]["bw_mbps"] = 2.5
+    size = 10**6
+    optimum = packing_bound(g, size)
+    assert optimum >= lower_bound(g, size) * (1 - 1e-9)
+    for algo in ("ring", "ps-sharded", "tree", "double-tree", "multitree", "packing"):
+        makespan = simulate(g, build(algo, g, size)).makespan_s
+        assert makespan >= optimum * (1 - 1e-9), algo
