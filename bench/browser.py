@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traffic.runner import time_scale
+
 try:
     import websocket
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -39,10 +41,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 #: Executable names tried on PATH, in order.
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
-#: How long Chromium may take to write DevToolsActivePort.
-LAUNCH_TIMEOUT_S = 60.0
+#: How long Chromium may take to write DevToolsActivePort (times ARTB_TIME_SCALE,
+#: ``traffic.runner.time_scale``, as the two limits below).
+LAUNCH_TIMEOUT_S = 60.0 * time_scale()
 #: Limit for each step after the ready wait (probe, layout metrics, screenshot).
-STEP_TIMEOUT_S = 15.0
+STEP_TIMEOUT_S = 15.0 * time_scale()
+#: Default limit of the load and ready wait.
+PAGE_TIMEOUT_S = 30.0 * time_scale()
 #: Pause between two evaluations of ready_js.
 POLL_S = 0.05
 #: Console API call types reported as errors.
@@ -338,7 +343,7 @@ def _drive(cdp: _Cdp, url: str, ready_js: str, probe_js: str | None, timeout_s: 
 
 
 def check_page(path: Path, ready_js: str, *, probe_js: str | None = None,
-               timeout_s: float = 30.0, screenshot: Path | None = None,
+               timeout_s: float = PAGE_TIMEOUT_S, screenshot: Path | None = None,
                width: int = 1400, height: int = 1000) -> PageCheck:
     """Open local file `path` in a fresh headless Chromium and report how it loaded.
 
@@ -395,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="JavaScript expression that is truthy once the page is ready")
     parser.add_argument("--probe", default=None, help="JavaScript expression to print once ready")
     parser.add_argument("--screenshot", type=Path, default=None, help="write a full-page PNG")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds for load + ready")
+    parser.add_argument("--timeout", type=float, default=PAGE_TIMEOUT_S,
+                        help="seconds for load + ready (default 30 x ARTB_TIME_SCALE)")
     args = parser.parse_args(argv)
     try:
         check = check_page(args.page, args.ready, probe_js=args.probe, timeout_s=args.timeout,

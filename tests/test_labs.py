@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from traffic.runner import time_scale
+
 ROOT = Path(__file__).resolve().parents[1]
 LABS_DIR = ROOT / "docs" / "labs"
 LABS = sorted(LABS_DIR.glob("lab*.md"))
@@ -47,9 +49,8 @@ SLOW = {
     ("lab4-learning", "emulation"),
 }
 
-#: A block's time limit; ARTB_LAB_BLOCK_TIMEOUT_S raises it where everything is slow (the box
-#: under software emulation, scripts/box_test.py).
-BLOCK_TIMEOUT_S = float(os.environ.get("ARTB_LAB_BLOCK_TIMEOUT_S", "600"))
+#: A block's time limit, times ARTB_TIME_SCALE (``traffic.runner.time_scale``).
+BLOCK_TIMEOUT_S = 600.0 * time_scale()
 
 FENCE = re.compile(r"^(`{3,})\s*(.*)$")
 DIRECTIVE = re.compile(r"^<!--\s*(test-[a-z]+):\s*(.*?)\s*-->$")

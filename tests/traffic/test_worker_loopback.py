@@ -108,3 +108,16 @@ def test_expected_sum_and_check():
     off[7] += 1
     ok, message = check_sum(off, total)
     assert not ok and "first at 7" in message
+
+
+def test_time_scale_reads_artb_time_scale(monkeypatch):
+    from traffic.runner import time_scale
+
+    monkeypatch.delenv("ARTB_TIME_SCALE", raising=False)
+    assert time_scale() == 1.0
+    monkeypatch.setenv("ARTB_TIME_SCALE", "20")
+    assert time_scale() == 20.0
+    for bad in ("0.5", "fast", "nan", "inf", ""):
+        monkeypatch.setenv("ARTB_TIME_SCALE", bad)
+        with pytest.raises(ValueError, match=f"ARTB_TIME_SCALE={bad!r}"):
+            time_scale()
