@@ -52,6 +52,9 @@ HOST_PACKAGES = ("qemu-system-x86", "qemu-utils", "debootstrap", "vagrant", "vag
 #: Libvirt's daemons, in start order; box-test starts those not running and stops only those.
 DAEMONS = ("virtlogd", "virtlockd", "libvirtd")
 VIRSH = ("virsh", "-c", "qemu:///system")
+#: libvirtd's runtime directory (pid files, network status): removed with the daemons when
+#: box-test started them and it was not there before.
+LIBVIRT_RUN = Path("/run/libvirt")
 #: The firewall chains libvirtd adds when it starts a network and never removes:
 #: (table, chain, the built-in chain that jumps to it).
 LIBVIRT_CHAINS = (("filter", "LIBVIRT_INP", "INPUT"), ("filter", "LIBVIRT_OUT", "OUTPUT"),
@@ -436,6 +439,8 @@ class BoxTest:
             for table, chain, parent in LIBVIRT_CHAINS:
                 if not chain_exists(table, chain):
                     self.state.add("chains", [table, chain, parent])
+            if not LIBVIRT_RUN.exists():
+                self.state.add("rundirs", str(LIBVIRT_RUN))
             for name in DAEMONS:
                 path = shutil.which(name) or f"/usr/sbin/{name}"
                 logf = open(self.logs / f"{name}.log", "a")  # noqa: SIM115
@@ -671,6 +676,11 @@ class BoxTest:
                 if drop_chain(table, chain, parent):
                     done.append(f"iptables {table} {chain}")
                 self.state.drop("chains", [table, chain, parent])
+            for rundir in list(made.get("rundirs", [])):  # the daemons' runtime state
+                if Path(rundir).is_dir():
+                    shutil.rmtree(rundir, ignore_errors=True)
+                    done.append(f"{rundir}/")
+                self.state.drop("rundirs", rundir)
         return done
 
 
@@ -769,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         bt.steps.append(td)
         bt.facts.pop("_before", None)
         if not any(bt.state.made.get(k) for k in ("daemons", "vagrant", "domains", "pools",
-                                                   "chains")):
+                                                   "chains", "rundirs")):
             bt.state.path.unlink(missing_ok=True)
         print(bt.report(time.monotonic() - t0), flush=True)
     return 0 if ok else 1
