@@ -21,6 +21,7 @@ Exit status: 0 every step passed, 1 a step failed, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -196,7 +197,9 @@ def check_delay(doc: dict, delay_ms: float, no_delay_s: float) -> list[str]:
     cal = doc.get("calibration") or {}
     hops = len(cal.get("path") or []) - 1
     rtt_ms = 1e3 * float(cal.get("srtt_s") or 0.0)
-    if hops < 1 or rtt_ms < 2 * hops * delay_ms:
+    if hops < 1:
+        errors.append("the calibration names no path")
+    elif rtt_ms < 2 * hops * delay_ms:
         errors.append(f"the calibration round trip {rtt_ms:.1f} ms is below 2 x {hops} links "
                       f"x {delay_ms:g} ms")
     for row in doc.get("schedulers") or []:
@@ -444,10 +447,15 @@ class BoxTest:
             for name in DAEMONS:
                 path = shutil.which(name) or f"/usr/sbin/{name}"
                 logf = open(self.logs / f"{name}.log", "a")  # noqa: SIM115
-                proc = subprocess.Popen([path], stdin=subprocess.DEVNULL, stdout=logf,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-                logf.close()
-                self.state.add("daemons", [proc.pid, path])
+                blocked = signal.pthread_sigmask(signal.SIG_BLOCK,
+                                                 {signal.SIGINT, signal.SIGTERM})
+                try:
+                    proc = subprocess.Popen([path], stdin=subprocess.DEVNULL, stdout=logf,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    self.state.add("daemons", [proc.pid, path])
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                    logf.close()
                 started.append(name)
                 time.sleep(0.5)
             for _ in range(60):
@@ -469,6 +477,8 @@ class BoxTest:
                            ("volumes", ("vol-list", "default"))):
             found = self.volumes() if kind == "volumes" else names(*args)
             self.facts.setdefault("_before", {})[kind] = sorted(found)
+            self.state.made[f"{kind}_before"] = sorted(found)
+        self.state.save()
         return (f"started {', '.join(started)}" if started else "libvirt already running") + \
             ("; defined pool 'default'" if "default" in self.state.made.get("pools", []) else "")
 
@@ -505,17 +515,23 @@ class BoxTest:
     # -- guest
     def up(self) -> str:
         self.state.add("vagrant", str(self.dotfile))
-        run(["vagrant", "up", "--provider=libvirt", "--no-provision"], env=self.env, cwd=REPO,
-            logfile=self.logs / "vagrant.log", timeout=1800)
-        dom = sorted(names("list", "--all", "--name") - set(self.facts["_before"]["domains"]))
-        for d in dom:
-            self.state.add("domains", d)
+        try:
+            run(["vagrant", "up", "--provider=libvirt", "--no-provision"], env=self.env,
+                cwd=REPO, logfile=self.logs / "vagrant.log", timeout=1800)
+        finally:  # a boot that failed or was interrupted may have defined the domain
+            dom = sorted(names("list", "--all", "--name")
+                         - set(self.facts["_before"]["domains"]))
+            for d in dom:
+                self.state.add("domains", d)
         return f"domain {', '.join(dom) or '?'}"
 
     def ssh(self, command: str, logname: str, timeout: float = 3600) -> None:
         """Run ``command`` in the guest, its output appended to ``logname``."""
-        run(["vagrant", "ssh", "-c", command, "--", "-o", "ServerAliveInterval=30"],
-            env=self.env, cwd=REPO, logfile=self.logs / logname, timeout=timeout)
+        # The guest ends the command itself when the host stops waiting: without a terminal
+        # it would not see the ssh session go.
+        guarded = f"timeout -k 30 {int(timeout)} bash -c {shlex.quote(command)}"
+        run(["vagrant", "ssh", "-c", guarded, "--", "-o", "ServerAliveInterval=30"],
+            env=self.env, cwd=REPO, logfile=self.logs / logname, timeout=timeout + 60)
 
     def ssh_out(self, command: str, timeout: float = 600) -> str:
         return run(["vagrant", "ssh", "-c", command], env=self.env, cwd=REPO,
@@ -627,11 +643,24 @@ class BoxTest:
         done, made = [], self.state.made
         domains = set(made.get("domains", []))
         if made.get("vagrant"):
-            run(["vagrant", "destroy", "-f"], env=self.env, cwd=REPO, check=False, timeout=600,
-                logfile=self.logs / "teardown.log")
-            done.append("vagrant destroy")
+            try:
+                destroyed = run(["vagrant", "destroy", "-f"], env=self.env, cwd=REPO,
+                                check=False, timeout=600,
+                                logfile=self.logs / "teardown.log").returncode == 0
+            except BoxTestError:
+                destroyed = False
+            done.append("vagrant destroy" + ("" if destroyed else " (failed: by virsh)"))
             for d in list(made["vagrant"]):
                 self.state.drop("vagrant", d)
+        try:
+            self._teardown_libvirt(done, domains)
+        except BoxTestError as exc:
+            done.append(f"libvirt cleanup stopped: {exc}")
+        self._teardown_host(done)
+        return done
+
+    def _teardown_libvirt(self, done: list[str], domains: set[str]) -> None:
+        made = self.state.made
         libvirt_up = virsh("version").returncode == 0
         if libvirt_up:
             for d in list(made.get("domains", [])):
@@ -641,14 +670,18 @@ class BoxTest:
                     done.append(f"domain {d}")
                 self.state.drop("domains", d)
             known = self.facts.get("_before", {})
-            before = set(known.get("networks", made.get("networks_before", [])))
-            for net in sorted(names("net-list", "--all", "--name") - before):
+            before = known.get("networks", made.get("networks_before"))
+            # Without the list from before this run, nothing is known to be ours.
+            for net in sorted(names("net-list", "--all", "--name") - set(before or [])
+                              if before is not None else []):
                 if net.startswith("vagrant"):
                     virsh("net-destroy", net)
                     virsh("net-undefine", net)
                     done.append(f"network {net}")
-            vols_before = set(known.get("volumes", made.get("volumes_before", [])))
-            if "default" in names("pool-list", "--all", "--name"):
+            vols_before = known.get("volumes", made.get("volumes_before"))
+            if vols_before is not None and "default" in names("pool-list", "--all", "--name"):
+                vols_before = set(vols_before)
+                virsh("pool-start", "default")  # an inactive pool lists no volumes
                 for vol in sorted(self.volumes() - vols_before):
                     if BOX_SLUG in vol or any(vol.startswith(d) for d in domains):
                         virsh("vol-delete", vol, "--pool", "default")
@@ -666,7 +699,12 @@ class BoxTest:
                     stop_pid(pid)
                     done.append(f"qemu of {d} (pid {pid})")
                 self.state.drop("domains", d)
-        for pid, path in list(made.get("daemons", [])):
+
+    def _teardown_host(self, done: list[str]) -> None:
+        made = self.state.made
+        # libvirtd first: it is the one that uses the other two.
+        for pid, path in sorted(made.get("daemons", []),
+                                key=lambda item: Path(item[1]).name != "libvirtd"):
             if alive(pid) and path in pid_cmdline(pid):
                 stop_pid(pid)
                 done.append(f"{Path(path).name} (pid {pid})")
@@ -681,7 +719,6 @@ class BoxTest:
                     shutil.rmtree(rundir, ignore_errors=True)
                     done.append(f"{rundir}/")
                 self.state.drop("rundirs", rundir)
-        return done
 
 
 def pytest_summary(logfile: Path) -> str:
@@ -720,9 +757,19 @@ def main(argv: list[str] | None = None) -> int:
     args.cache.mkdir(parents=True, exist_ok=True)
     logs = args.logs or Path(tempfile.mkdtemp(prefix="artb-box-test-", dir="/tmp"))
     logs.mkdir(parents=True, exist_ok=True)
+    lock = open(args.cache / "lock", "w")  # noqa: SIM115 (held until the process ends)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"box_test.py: another box-test is running (lock {args.cache / 'lock'})",
+              file=sys.stderr)
+        return 2
     bt = BoxTest(args.cache, logs)
 
     def interrupted(signum, _frame):
+        # Once: a second signal must not cut the unwinding (ending the child, the teardown).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise Interrupted(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, interrupted)
@@ -739,9 +786,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bt.step("host tools", bt.host_tools)
         bt.step("libvirt daemons and storage pool", bt.libvirt)
-        bt.state.made["networks_before"] = bt.facts["_before"]["networks"]
-        bt.state.made["volumes_before"] = bt.facts["_before"]["volumes"]
-        bt.state.save()
         bt.step("box (built or cached)", bt.box)
         bt.step("vagrant up (no provisioning yet)", bt.up)
         bt.step("package sources for the guest", bt.sources)
@@ -756,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
                 (f"emulated AllReduce, {DELAY_MS:g} ms netem delay", bt.delay)):
             try:
                 bt.step(name, check)
-            except BoxTestError:
+            except Exception:  # BoxTestError or a surprise in the guest's answer
                 ok = False
     except BoxTestError:
         ok = False

@@ -183,6 +183,9 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
             net = csr_matrix((data, (graph_rows, graph_cols)), shape=(source + 1, source + 1))
             net.sum_duplicates()
             need = n * int(np.floor(x * units))
+            if need == 0:
+                raise ValueError("overlap_rate: link rates too far apart (the slowest cut is "
+                                 "below 1e-7 of the fastest link)")
             for t in servers:
                 flow = maximum_flow(net, source, t)
                 if flow.flow_value >= need * (1 - rtol):

@@ -30,8 +30,13 @@ KEY=$(ls $KEY 2>/dev/null | head -n1) || true
 mkdir -p "$OUT"
 WORK=$(mktemp -d "$OUT/.build.XXXXXX")
 cleanup() {
-    # Nothing is mounted outside the chroot step, which unmounts its own.
-    rm -rf "$WORK"
+    # debootstrap mounts /proc and /sys inside the root and unmounts them when it ends; a
+    # killed debootstrap leaves them, so unmount whatever is still there before removing.
+    local m
+    for m in $(awk -v r="$WORK/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do
+        umount -l "$m" 2>/dev/null || true
+    done
+    rm -rf --one-file-system "$WORK"
 }
 trap cleanup EXIT
 ROOT=$WORK/root

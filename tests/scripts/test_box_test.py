@@ -203,7 +203,7 @@ def test_check_delay_needs_netem_the_delay_seen_and_predicted():
     assert box_test.check_delay(doc, 10.0, 3.0) == \
         ["ring: predicted 3.000 s, not above 3.000 s without delay"]
     assert box_test.check_delay(doc | {"calibration": {}}, 10.0, 2.9) == \
-        ["the calibration round trip 0.0 ms is below 2 x -1 links x 10 ms"]
+        ["the calibration names no path"]
 
 
 def test_state_survives_a_killed_run(tmp_path):
@@ -221,3 +221,76 @@ def test_not_root_is_refused_with_status_2(monkeypatch, capsys):
     monkeypatch.setattr(box_test.os, "geteuid", lambda: 1000)
     assert box_test.main(["--cache", "/nonexistent"]) == 2
     assert "run as root" in capsys.readouterr().err
+
+
+class FakeLibvirt:
+    """Stands in for virsh: what exists, and every command given."""
+
+    def __init__(self, domains=(), networks=(), volumes=(), pools=("default",)):
+        self.domains, self.networks = set(domains), set(networks)
+        self.volumes, self.pools = set(volumes), set(pools)
+        self.calls: list[tuple[str, ...]] = []
+
+    def virsh(self, *args, check=False, timeout=60):
+        self.calls.append(args)
+        out = ""
+        if args[0] == "vol-list":
+            out = "Name Path\n----\n" + "".join(f"{v} /x/{v}\n" for v in sorted(self.volumes))
+        elif args[0] == "vol-delete":
+            self.volumes.discard(args[1])
+        elif args[0] == "undefine":
+            self.domains.discard(args[1])
+        elif args[0] == "net-undefine":
+            self.networks.discard(args[1])
+        elif args[0] == "pool-undefine":
+            self.pools.discard(args[1])
+        return subprocess.CompletedProcess(args, 0, out, "")
+
+    def names(self, *args):
+        return {"list": self.domains, "net-list": self.networks,
+                "pool-list": self.pools}[args[0]]
+
+
+def teardown_with(tmp_path, monkeypatch, made: dict, fake: FakeLibvirt) -> list[str]:
+    monkeypatch.setattr(box_test, "virsh", fake.virsh)
+    monkeypatch.setattr(box_test, "names", fake.names)
+    st = box_test.State(tmp_path / "state.json", made)
+    st.save()
+    bt = box_test.BoxTest(tmp_path, tmp_path)
+    bt.state = st
+    return bt.teardown()
+
+
+def test_teardown_removes_only_what_the_run_made(tmp_path, monkeypatch):
+    slug_vol = f"{box_test.BOX_SLUG}_vagrant_box_image_0_1_box.img"
+    fake = FakeLibvirt(domains={"ours_default", "theirs"},
+                       networks={"vagrant-libvirt", "default"},
+                       volumes={slug_vol, "ours_default.img", "theirs.img"})
+    done = teardown_with(tmp_path, monkeypatch, {
+        "domains": ["ours_default"], "pools": ["default"],
+        "networks_before": ["default"], "volumes_before": ["theirs.img"]}, fake)
+    assert fake.domains == {"theirs"}
+    assert fake.networks == {"default"}
+    assert fake.volumes == {"theirs.img"}
+    assert fake.pools == set()
+    assert "domain ours_default" in done and "pool default" in done
+    assert box_test.State.load(tmp_path / "state.json").made["domains"] == []
+
+
+def test_teardown_without_the_list_from_before_leaves_networks_and_volumes(
+        tmp_path, monkeypatch):
+    # A run killed before it listed what existed cannot tell its network from the user's.
+    fake = FakeLibvirt(networks={"vagrant-libvirt"}, volumes={"x.img"})
+    teardown_with(tmp_path, monkeypatch, {"pools": []}, fake)
+    assert fake.networks == {"vagrant-libvirt"} and fake.volumes == {"x.img"}
+    assert not any(call[0] in ("net-destroy", "vol-delete") for call in fake.calls)
+
+
+def test_a_second_run_is_refused_while_one_holds_the_lock(tmp_path, monkeypatch, capsys):
+    import fcntl
+
+    monkeypatch.setattr(box_test.os, "geteuid", lambda: 0)
+    with open(tmp_path / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert box_test.main(["--cache", str(tmp_path), "--logs", str(tmp_path / "l")]) == 2
+    assert "another box-test is running" in capsys.readouterr().err
