@@ -253,9 +253,9 @@ def run(argv: list[str], *, env: dict | None = None, cwd: Path | None = None,
     """Run ``argv`` in its own process group (ended as a group on timeout or interruption),
     its output appended to ``logfile``, or else captured (stdout and stderr apart)."""
     if logfile:
-        with open(logfile, "a") as out:
-            out.write(f"\n$ {shlex.join(argv)}\n")
-        out = open(logfile, "a")  # noqa: SIM115
+        out = open(logfile, "a")  # noqa: SIM115 (closed below)
+        out.write(f"\n$ {shlex.join(argv)}\n")
+        out.flush()
         streams = {"stdout": out, "stderr": subprocess.STDOUT}
     else:
         streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
@@ -336,6 +336,11 @@ def pid_cmdline(pid: int) -> str:
     except OSError:
         return ""
     return raw.replace(b"\0", b" ").decode(errors="replace")
+
+
+def extra_cas() -> list[Path]:
+    """The host's extra trusted certificates (EXTRA_CA_DIR), sorted."""
+    return sorted(EXTRA_CA_DIR.glob("*.crt")) if EXTRA_CA_DIR.is_dir() else []
 
 
 def chain_exists(table: str, chain: str) -> bool:
@@ -476,7 +481,6 @@ class BoxTest:
                            ("networks", ("net-list", "--all", "--name")),
                            ("volumes", ("vol-list", "default"))):
             found = self.volumes() if kind == "volumes" else names(*args)
-            self.facts.setdefault("_before", {})[kind] = sorted(found)
             self.state.made[f"{kind}_before"] = sorted(found)
         self.state.save()
         return (f"started {', '.join(started)}" if started else "libvirt already running") + \
@@ -488,7 +492,7 @@ class BoxTest:
 
     # -- box
     def box(self) -> str:
-        cas = sorted(EXTRA_CA_DIR.glob("*.crt")) if EXTRA_CA_DIR.is_dir() else []
+        cas = extra_cas()
         key = recipe_key(RECIPE_DIR, cas)
         built = self.cache / f"box-{key}"
         boxfile = built / "allreduce-testbed.box"
@@ -502,8 +506,7 @@ class BoxTest:
             run(["bash", str(RECIPE_DIR / "build.sh"), str(built)], env=env, timeout=1800,
                 logfile=self.logs / "box-build.log")
             package_box(built, boxfile)
-            for name in ("box.img",):
-                (built / name).unlink()
+            (built / "box.img").unlink()  # the archive holds it
             note = f"built box {key} ({boxfile.stat().st_size / 2**20:.0f} MiB)"
         stamp = self.home / "box-key"
         if not (stamp.exists() and stamp.read_text() == key):
@@ -520,7 +523,7 @@ class BoxTest:
                 cwd=REPO, logfile=self.logs / "vagrant.log", timeout=1800)
         finally:  # a boot that failed or was interrupted may have defined the domain
             dom = sorted(names("list", "--all", "--name")
-                         - set(self.facts["_before"]["domains"]))
+                         - set(self.state.made["domains_before"]))
             for d in dom:
                 self.state.add("domains", d)
         return f"domain {', '.join(dom) or '?'}"
@@ -558,7 +561,7 @@ class BoxTest:
         finally:
             shutil.rmtree(wheels, ignore_errors=True)
         conf = f"[global]\\nfind-links = {GUEST_WHEELS}\\n"
-        if any(EXTRA_CA_DIR.glob("*.crt")) if EXTRA_CA_DIR.is_dir() else False:
+        if extra_cas():
             conf += "cert = /etc/ssl/certs/ca-certificates.crt\\n"
             notes.append("pip uses the system certificates")
         self.ssh_out(f"printf '{conf}' | sudo tee /etc/pip.conf >/dev/null")
@@ -669,8 +672,7 @@ class BoxTest:
                     virsh("undefine", d, "--remove-all-storage", "--nvram")
                     done.append(f"domain {d}")
                 self.state.drop("domains", d)
-            known = self.facts.get("_before", {})
-            before = known.get("networks", made.get("networks_before"))
+            before = made.get("networks_before")
             # Without the list from before this run, nothing is known to be ours.
             for net in sorted(names("net-list", "--all", "--name") - set(before or [])
                               if before is not None else []):
@@ -678,7 +680,7 @@ class BoxTest:
                     virsh("net-destroy", net)
                     virsh("net-undefine", net)
                     done.append(f"network {net}")
-            vols_before = known.get("volumes", made.get("volumes_before"))
+            vols_before = made.get("volumes_before")
             if vols_before is not None and "default" in names("pool-list", "--all", "--name"):
                 vols_before = set(vols_before)
                 virsh("pool-start", "default")  # an inactive pool lists no volumes
@@ -821,7 +823,6 @@ def main(argv: list[str] | None = None) -> int:
             td = Step("teardown", time.monotonic() - t1, "FAILED", f"{type(exc).__name__}: {exc}")
             ok = False
         bt.steps.append(td)
-        bt.facts.pop("_before", None)
         if not any(bt.state.made.get(k) for k in ("daemons", "vagrant", "domains", "pools",
                                                    "chains", "rundirs")):
             bt.state.path.unlink(missing_ok=True)

@@ -22,8 +22,6 @@ from traffic.schedule import Schedule
 
 Spawn = Callable[[str, list[str]], subprocess.Popen]
 
-#: Time between the go signal and the common start, so every worker is waiting when it comes.
-
 
 def time_scale() -> float:
     """How many times slower than an ordinary machine this one runs: ``ARTB_TIME_SCALE``
@@ -47,6 +45,7 @@ def time_scale() -> float:
 #: Seconds every worker has to start and report ready (plus 0.2 s per server), times
 #: ``time_scale()``.
 START_S = 30.0
+#: Time between the go signal and the common start, so every worker is waiting when it comes.
 START_DELAY_S = 0.3
 
 
