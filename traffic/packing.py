@@ -30,7 +30,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from topology.links import relays
 from topology.routing import servers as servers_by_rank
-from traffic.cuts import link_capacities, packing_rate
+from traffic.cuts import link_capacities, overlap_rate, packing_rate
 from traffic.overlay import Tree, depth
 from traffic.schedule import segments
 from traffic.trees import emit_tree
@@ -48,11 +48,14 @@ MIN_SHARE = 1e-6
 class Packing:
     """A packing of weighted spanning trees: ``trees[r]`` lists (rate in bit/s, Tree) for
     server r, ``rate`` is the smallest total over the roots (the AllGather rate per server)
-    and ``optimum`` the max-flow bound it was solved against."""
+    and ``optimum`` the bound it was solved against. ``reduce_trees[r]``, when not None,
+    lists the trees r's shard is reduced up (``trees[r]`` then only broadcasts it)."""
 
     def __init__(self, trees: dict[str, list[tuple[float, Tree]]], rate: float,
-                 optimum: float, iterations: int) -> None:
+                 optimum: float, iterations: int,
+                 reduce_trees: dict[str, list[tuple[float, Tree]]] | None = None) -> None:
         self.trees = trees
+        self.reduce_trees = reduce_trees
         self.rate = rate
         self.optimum = optimum
         self.iterations = iterations
@@ -214,7 +217,7 @@ def _as_tree(net: _Network, links: dict[str, tuple[str, list[int]]]) -> Tree:
 
 
 def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 500,
-               optimum: float | None = None) -> Packing:
+               optimum: float | None = None, overlap: bool = False) -> Packing:
     """The optimal packing of broadcast trees (one or more per server) on ``graph``.
 
     Column generation from one cheapest tree per root; each round adds, for every root whose
@@ -223,17 +226,28 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     the max-flow optimum (``traffic.cuts.packing_rate``, within RATE_RTOL), when no root
     improves, or after ``max_iterations`` rounds; ``Packing.rate`` says what was reached.
     ``optimum``: x* when the caller has it already (bit/s per server, at this goodput).
+
+    ``overlap``: pack a second family, the trees every shard is reduced up, in the same LP
+    (a row per root and family; both families share every directed link), so that the
+    ReduceScatter and the AllGather run at once at the rate ``traffic.cuts.overlap_rate``
+    (the default ``optimum`` then). A reduce tree is priced as a broadcast tree under the
+    reversed links' prices and uses the reversed links.
     """
     if optimum is None:
-        optimum, _ = packing_rate(graph, goodput=goodput)
+        optimum = (overlap_rate(graph, goodput=goodput) if overlap
+                   else packing_rate(graph, goodput=goodput)[0])
     net = _Network(graph, goodput)
     n, m = len(net.servers), len(net.links)
+    families = 2 if overlap else 1
+    position = {e: i for i, e in enumerate(net.links)}
+    reverse = np.array([position[(b, a)] for a, b in net.links])
     scale = float(net.cap.max())
     cap = net.cap / scale
-    columns: list[tuple[int, list[int]]] = []  # (root, link use counts as a list of ids)
+    # (row: root + family * n, link use counts as a list of ids)
+    columns: list[tuple[int, list[int]]] = []
     trees: list[dict[str, tuple[str, list[int]]]] = []
     price = np.zeros(m)
-    dual = np.full(n, 1.0 / n)
+    dual = np.full(families * n, 1.0 / n)
     rate = 0.0
     iterations = 0
     hops = net.hops()
@@ -247,21 +261,24 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
         # nothing.
         added = 0
         for point in ([price] if center is None else [0.5 * (center + price), price]):
-            cost, pred = net.paths(point)
-            found = [_cheapest_tree(net, r, cost, pred,
-                                    None if slack is None else hops[r], slack or 0)
-                     for r in range(n)]
-            spent = [float(sum(point[e] for _, ids in links.values() for e in ids))
-                     for links in found]
+            found, uses = [], []
+            for family in range(families):
+                cost, pred = net.paths(point if family == 0 else point[reverse])
+                for r in range(n):
+                    links = _cheapest_tree(net, r, cost, pred,
+                                           None if slack is None else hops[r], slack or 0)
+                    ids = [e for _, ids in links.values() for e in ids]
+                    found.append(links)
+                    uses.append(ids if family == 0 else [int(reverse[e]) for e in ids])
+            spent = [float(point[use].sum()) for use in uses]
             if columns and sum(spent) > 0:
                 bound = float(cap @ point) / sum(spent)  # the dual value of (point, spent)
                 if bound < best_bound:
                     center, best_bound = point, bound
-            for r, links in enumerate(found):
-                use = [e for _, ids in links.values() for e in ids]
-                if columns and float(price[use].sum()) >= dual[r] * (1 - 1e-9):
+            for row, (links, use) in enumerate(zip(found, uses)):
+                if columns and float(price[use].sum()) >= dual[row] * (1 - 1e-9):
                     continue
-                columns.append((r, use))
+                columns.append((row, use))
                 trees.append(links)
                 added += 1
             if added:
@@ -271,19 +288,23 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
                 break
             slack = stages.pop(0)
             continue
-        rate, weights, price, dual = _solve(columns, cap, n, m)
+        rate, weights, price, dual = _solve(columns, cap, families * n, m)
         if rate * scale >= optimum * (1 - RATE_RTOL):
             break
-    packed: dict[str, list[tuple[float, Tree]]] = {v: [] for v in net.servers}
-    for (r, _), links, w in zip(columns, trees, weights):
-        packed[net.servers[r]].append((w * scale, links))
-    result: dict[str, list[tuple[float, Tree]]] = {}
-    for v, items in packed.items():
-        total = sum(w for w, _ in items)
-        result[v] = [(w, _as_tree(net, links)) for w, links in items
-                     if w > MIN_SHARE * total]
-    reached = min(sum(w for w, _ in items) for items in result.values())
-    return Packing(result, reached, optimum, iterations)
+    packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
+    for (row, _), links, w in zip(columns, trees, weights):
+        packed[row // n][net.servers[row % n]].append((w * scale, links))
+    result: list[dict[str, list[tuple[float, Tree]]]] = []
+    for family in packed:
+        kept = {}
+        for v, items in family.items():
+            total = sum(w for w, _ in items)
+            kept[v] = [(w, _as_tree(net, links)) for w, links in items
+                       if w > MIN_SHARE * total]
+        result.append(kept)
+    reached = min(sum(w for w, _ in items) for family in result for items in family.values())
+    return Packing(result[0], reached, optimum, iterations,
+                   result[1] if overlap else None)
 
 
 def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int):
@@ -344,20 +365,27 @@ def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPI
     broadcast it back down (``traffic.trees.emit_tree``): each tree copy carries an equal part
     of the shard, pipelined in ``chunks_per_hop`` x height chunks of at least ``min_chunk``
     elements, fewer where the schedule would pass ``max_transfers`` (default MAX_TRANSFERS;
-    every copy keeps one chunk at least)."""
+    every copy keeps one chunk at least). With ``packing.reduce_trees``, copy i of a shard is
+    reduced up the i-th reduce tree copy and broadcast down the i-th broadcast tree copy."""
     names = list(packing.trees)
     plan = []
-    for (offset, count), root in zip(segments(elements, len(names)), names):
-        items = packing.trees[root]
-        reps = [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
+
+    def copied(items: list[tuple[float, Tree]]) -> list[Tree]:
+        return [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
                 for _ in range(m)]
-        for tree, (off, cnt) in zip(reps, segments(count, len(reps))):
+
+    for (offset, count), root in zip(segments(elements, len(names)), names):
+        down = copied(packing.trees[root])
+        up = down if packing.reduce_trees is None else copied(packing.reduce_trees[root])
+        for tree, down_tree, (off, cnt) in zip(up, down, segments(count, copies)):
             if cnt:
-                chunks = max(1, min(chunks_per_hop * depth(tree, root), cnt // min_chunk))
-                plan.append((tree, root, offset + off, cnt, chunks))
+                height = max(depth(tree, root), depth(down_tree, root))
+                chunks = max(1, min(chunks_per_hop * height, cnt // min_chunk))
+                plan.append((tree, down_tree, root, offset + off, cnt, chunks))
     per_chunk = 2 * (len(names) - 1)
     budget = MAX_TRANSFERS if max_transfers is None else max_transfers
     total = per_chunk * sum(chunks for *_, chunks in plan)
     scale = min(1.0, budget / total) if total else 1.0
-    for tree, root, off, cnt, chunks in plan:
-        emit_tree(builder, tree, root, off, cnt, max(1, int(chunks * scale)))
+    for tree, down_tree, root, off, cnt, chunks in plan:
+        emit_tree(builder, tree, root, off, cnt, max(1, int(chunks * scale)),
+                  None if down_tree is tree else down_tree)

@@ -32,13 +32,16 @@ class Builder:
 
 
 def reduce_broadcast(order: Sequence[Hashable], children: dict, root: Hashable,
-                     add: Callable[[Hashable, Hashable, str, list[int]], int]) -> None:
+                     add: Callable[[Hashable, Hashable, str, list[int]], int],
+                     down: tuple[Sequence[Hashable], dict] | None = None) -> None:
     """The one rule that turns a tree into dependent transfers (baselines and the learned
     scheduler both call it). ``order`` lists the tree's servers parents before children,
     ``children[v]`` the children of v. Calls ``add(src, dst, op, deps)`` (returning the new
     transfer's id) for every server's reduce to its parent, leaves first, depending on its
     children's reduces; then for every copy down, the root first, the root's copies
     depending on every reduce into it and any other server's on the copy it received.
+    ``down``: (order, children) of another tree over the same servers to broadcast down
+    (the reduce tree's own by default).
 
     >>> calls = []
     >>> def add(src, dst, op, deps):
@@ -57,17 +60,19 @@ def reduce_broadcast(order: Sequence[Hashable], children: dict, root: Hashable,
     for v in reversed(order):
         if v != root:
             up[v] = add(v, parent[v], "reduce", [up[c] for c in children[v]])
-    down: dict = {}
-    for v in order:
-        have = [up[c] for c in children[v]] if v == root else [down[v]]
-        for c in children[v]:
-            down[c] = add(v, c, "copy", have)
+    down_order, down_children = down if down is not None else (order, children)
+    got: dict = {}
+    for v in down_order:
+        have = [up[c] for c in children[v]] if v == root else [got[v]]
+        for c in down_children[v]:
+            got[c] = add(v, c, "copy", have)
 
 
 def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
-              chunks: int = 1) -> None:
+              chunks: int = 1, down_tree: Tree | None = None) -> None:
     """Reduce elements [offset, offset + count) up ``tree`` to ``root`` and broadcast them
-    back down, pipelined in ``chunks`` pieces.
+    back down (down ``down_tree`` when given: another tree over the same servers), pipelined
+    in ``chunks`` pieces.
 
     A server sends chunk c to its parent once chunk c of every child has arrived and its own
     chunk c - 1 has (one message in flight per link, so chunks follow each other instead of
@@ -75,6 +80,7 @@ def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
     child, again one chunk in flight per child.
     """
     order, children = children_of(tree, root)
+    down = tree if down_tree is None else down_tree
     last_up: dict[str, int] = {}
     last_down: dict[str, int] = {}
     for off, cnt in segments(count, max(1, min(chunks, count))):
@@ -87,12 +93,13 @@ def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
                 tid = builder.add(src, dst, off, cnt, op, tree[src][1], deps + [last_up.get(src)])
                 last_up[src] = tid
             else:
-                tid = builder.add(src, dst, off, cnt, op, tree[dst][1][::-1],
+                tid = builder.add(src, dst, off, cnt, op, down[dst][1][::-1],
                                   deps + [last_down.get(dst)])
                 last_down[dst] = tid
             return tid
 
-        reduce_broadcast(order, children, root, add)
+        reduce_broadcast(order, children, root, add,
+                         None if down_tree is None else children_of(down_tree, root))
 
 
 def tree_packing(router: Router, count: int) -> list[tuple[str, Tree]]:
