@@ -223,15 +223,21 @@ def test_overlap_rate_is_half_the_packing_rate_on_uniform_families(family, param
     assert overlap_rate(g) == pytest.approx(packing_rate(g)[0] / 2, rel=1e-6)
 
 
-@pytest.mark.parametrize("change", ["fail", "quarter"])
-def test_no_baseline_beats_the_optimum_on_a_degraded_bcube(change):
-    # BCube(4,1) with s00 left one link (or one at a quarter rate): multitree once finished
-    # below ReduceScatter-then-AllGather's time, which is no optimum when the phases overlap.
+def degraded_bcube(change: str) -> nx.Graph:
+    """BCube(4,1) with s00-w0_0 removed ("fail") or at a quarter of the rate ("quarter")."""
     g = tp.make_graph("bcube", n=4, k=1)
     if change == "fail":
         g.remove_edge("s00", "w0_0")
     else:
         g.edges["s00", "w0_0"]["bw_mbps"] = 2.5
+    return g
+
+
+@pytest.mark.parametrize("change", ["fail", "quarter"])
+def test_no_baseline_beats_the_optimum_on_a_degraded_bcube(change):
+    # BCube(4,1) with s00 left one link (or one at a quarter rate): multitree once finished
+    # below ReduceScatter-then-AllGather's time, which is no optimum when the phases overlap.
+    g = degraded_bcube(change)
     size = 10**6
     optimum = packing_bound(g, size)
     assert optimum >= lower_bound(g, size) * (1 - 1e-9)
@@ -243,8 +249,7 @@ def test_no_baseline_beats_the_optimum_on_a_degraded_bcube(change):
 def test_overlapped_packing_reaches_the_overlap_rate_within_capacity():
     # Two tree families in one LP: every root broadcasts at >= x and is reduced into at >= x,
     # the reduce trees using the links reversed, both within every directed link.
-    g = tp.make_graph("bcube", n=4, k=1)
-    g.edges["s00", "w0_0"]["bw_mbps"] = 2.5
+    g = degraded_bcube("quarter")
     packed = pack_trees(g, overlap=True)
     assert packed.optimum == pytest.approx(overlap_rate(g), rel=1e-9)
     assert packed.rate == pytest.approx(packed.optimum, rel=1e-6)
@@ -267,11 +272,7 @@ def test_overlapped_packing_reaches_the_overlap_rate_within_capacity():
 def test_packing_overlaps_the_phases_on_a_degraded_bcube(change):
     # With reduce and broadcast on the same trees packing took 2 x the optimum here
     # (ReduceScatter then AllGather); on two families it comes close and beats multitree.
-    g = tp.make_graph("bcube", n=4, k=1)
-    if change == "fail":
-        g.remove_edge("s00", "w0_0")
-    else:
-        g.edges["s00", "w0_0"]["bw_mbps"] = 2.5
+    g = degraded_bcube(change)
     size = 4_000_000
     schedule = build("packing", g, size)
     validate(schedule, g)
