@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 
 from topology.routing import servers as servers_by_rank
-from traffic.cuts import message_seconds_per_bit, overlap_rate, packing_rate
+from traffic.cuts import message_seconds_per_bit, tree_allreduce_rate
 
 
 def lower_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> float:
@@ -55,7 +55,7 @@ def packing_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> 
     """Seconds of the best tree-based AllReduce of ``size_bytes`` per server on ``graph``
     (every element reduced up a tree into its shard's owner and broadcast down a tree from
     it, pipelined; the fluid model, no per-transfer costs): (bits / N) / x, x the best rate at
-    which a ReduceScatter and an AllGather by trees overlap (``traffic.cuts.overlap_rate``).
+    which a ReduceScatter and an AllGather by trees overlap (``traffic.cuts.tree_allreduce_rate``).
 
     At least ``lower_bound``. Equal to ReduceScatter then AllGather at the optimal packing
     rate, 2 (bits / N) / x*, wherever that meets the message-count bound (BCube, DCell and
@@ -69,9 +69,5 @@ def packing_bound(graph: nx.Graph, size_bytes: int, *, goodput: float = 1.0) -> 
     n = len(servers_by_rank(graph))
     if n < 2 or size_bytes == 0:
         return 0.0
-    bits = 8.0 * size_bytes
-    rate, _ = packing_rate(graph, goodput=goodput)
-    sequential = 2.0 * (bits / n) / rate
-    if sequential <= lower_bound(graph, size_bytes, goodput=goodput) * (1 + 1e-9):
-        return sequential
-    return min(sequential, (bits / n) / overlap_rate(graph, goodput=goodput))
+    rate, _ = tree_allreduce_rate(graph, goodput=goodput)
+    return 8.0 * size_bytes / n / rate

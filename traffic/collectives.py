@@ -15,7 +15,7 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 
-from traffic.cuts import message_seconds_per_bit, overlap_rate, packing_rate
+from traffic.cuts import tree_allreduce_rate
 from traffic.hierarchical import bcube_multitree
 from traffic.overlay import Router, depth, spt_tree, topology_of
 from traffic.rings import emit_ring, ring_packing, tour
@@ -272,7 +272,7 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     pipelines perfectly, trees only nearly (each tree copy is cut into ``CHUNKS_PER_HOP``
     chunks per server hop of its height, of at least MIN_CHUNK_BYTES). Where the packing
     optimum is above the message-count bound and running the ReduceScatter and the AllGather
-    at once is faster (``traffic.cuts.overlap_rate``; a thin or slow link), every shard is
+    at once is faster (``traffic.cuts.tree_allreduce_rate``; a thin or slow link), every shard is
     reduced up one family of trees and broadcast down another, both from one LP.
     """
     from traffic.packing import MIN_CHUNK_BYTES, emit_packing, pack_trees  # scipy: on use
@@ -282,33 +282,23 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     builder = Builder()
     if len(router.servers) < 2:
         return _schedule(graph, size_bytes, dtype, builder, "packing")
-    rate, _ = packing_rate(graph)
-    n = len(router.servers)
-    if 2.0 / (n * rate) > message_seconds_per_bit(graph) * (1 + RING_RTOL):
-        # Above the message-count bound: overlapping the ReduceScatter with the AllGather on
-        # two families of trees may be faster (``traffic.cuts.overlap_rate``).
-        both = overlap_rate(graph)
-        if both > rate / 2 * (1 + RING_RTOL):
-            packed = pack_trees(graph, optimum=both, overlap=True)
-            emit_packing(builder, packed, elements,
-                         min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
-            return _schedule(graph, size_bytes, dtype, builder, "packing", style="trees",
-                             trees=sum(len(items) for family in (packed.trees,
-                                                                 packed.reduce_trees)
-                                       for items in family.values()),
-                             rate_to_optimum=packed.rate / packed.optimum)
-    rings, ring_cost = ring_packing(router)
-    # ring_cost: buffer fraction per directed link over its capacity in Mbit/s; the rings
-    # reach the optimum when that time equals 2 (1/N) / x* (x* in bit/s per server).
-    optimal = 2e6 / (n * rate)
-    if ring_cost <= optimal * (1 + RING_RTOL):
-        _emit_rings(builder, rings, elements)
-        return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
-                         rings=len(rings))
-    packed = pack_trees(graph, optimum=rate)
+    rate, overlapped = tree_allreduce_rate(graph)
+    if overlapped:
+        packed = pack_trees(graph, optimum=rate, overlap=True)
+    else:
+        rings, ring_cost = ring_packing(router)
+        # ring_cost: buffer fraction per directed link over its capacity in Mbit/s; the
+        # rings reach the optimum when that time equals (1/N) / x (x in bit/s per server).
+        optimal = 1e6 / (len(router.servers) * rate)
+        if ring_cost <= optimal * (1 + RING_RTOL):
+            _emit_rings(builder, rings, elements)
+            return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
+                             rings=len(rings))
+        packed = pack_trees(graph, optimum=2 * rate)
     emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
     return _schedule(graph, size_bytes, dtype, builder, "packing", style="trees",
-                     trees=sum(len(items) for items in packed.trees.values()),
+                     trees=sum(len(items) for family in packed.families()
+                               for items in family.values()),
                      rate_to_optimum=packed.rate / packed.optimum)
 
 

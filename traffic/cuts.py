@@ -1,7 +1,7 @@
 """The optimal AllGather rate of a graph, from its cuts: the number that tree packings reach.
 
 Pure: standard library and networkx only. ``traffic.packing`` builds the trees that reach it;
-``simulator.bounds.packing_bound`` turns it into seconds.
+``simulator.bounds.packing_bound`` turns ``tree_allreduce_rate`` into seconds.
 """
 
 from __future__ import annotations
@@ -79,6 +79,27 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
                 changed = True
                 break
     return x, cut
+
+
+def tree_allreduce_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, bool]:
+    """(x, overlapped): the best rate per server (bit/s) at which a tree AllReduce moves every
+    shard both ways, so it takes (bits / N) / x, and whether that needs the ReduceScatter and
+    the AllGather to run at once. x = max(x* / 2, ``overlap_rate``), x* = ``packing_rate``;
+    the overlap LP is skipped where ReduceScatter then AllGather, 2 (bits / N) / x*, already
+    meets the message-count bound (every uniform family). At least two servers."""
+    rate, _ = packing_rate(graph, goodput=goodput)
+    half = rate / 2
+    n = len(servers_by_rank(graph))
+    if 1.0 / (n * half) <= message_seconds_per_bit(graph, goodput=goodput) * (1 + OVERLAP_RTOL):
+        return half, False
+    both = overlap_rate(graph, goodput=goodput)
+    if both > half * (1 + OVERLAP_RTOL):
+        return both, True
+    return half, False
+
+
+#: Overlapping the phases counts only when it is faster by more than this (relative).
+OVERLAP_RTOL = 1e-9
 
 
 def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -> float:

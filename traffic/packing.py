@@ -60,6 +60,10 @@ class Packing:
         self.optimum = optimum
         self.iterations = iterations
 
+    def families(self) -> list[dict[str, list[tuple[float, Tree]]]]:
+        """The tree families: the broadcast trees, then the reduce trees where they differ."""
+        return [self.trees] + ([] if self.reduce_trees is None else [self.reduce_trees])
+
 
 class _Network:
     """The directed links as a sparse matrix, with servers split into a sending copy (out
@@ -387,5 +391,4 @@ def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPI
     total = per_chunk * sum(chunks for *_, chunks in plan)
     scale = min(1.0, budget / total) if total else 1.0
     for tree, down_tree, root, off, cnt, chunks in plan:
-        emit_tree(builder, tree, root, off, cnt, max(1, int(chunks * scale)),
-                  None if down_tree is tree else down_tree)
+        emit_tree(builder, tree, root, off, cnt, max(1, int(chunks * scale)), down_tree)

@@ -81,6 +81,7 @@ def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
     """
     order, children = children_of(tree, root)
     down = tree if down_tree is None else down_tree
+    down_links = None if down_tree is None else children_of(down_tree, root)
     last_up: dict[str, int] = {}
     last_down: dict[str, int] = {}
     for off, cnt in segments(count, max(1, min(chunks, count))):
@@ -98,8 +99,7 @@ def emit_tree(builder: Builder, tree: Tree, root: str, offset: int, count: int,
                 last_down[dst] = tid
             return tid
 
-        reduce_broadcast(order, children, root, add,
-                         None if down_tree is None else children_of(down_tree, root))
+        reduce_broadcast(order, children, root, add, down_links)
 
 
 def tree_packing(router: Router, count: int) -> list[tuple[str, Tree]]:
