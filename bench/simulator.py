@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import topology as tp  # noqa: E402
 from simulator import lower_bound, packing_bound, simulate  # noqa: E402
 from traffic.collectives import ALGORITHMS, build  # noqa: E402
+from traffic.schedule import buffer_bytes  # noqa: E402
 
 CASES = [
     ("bcube", {"n": 4, "k": 1}),                                            # 16 servers
@@ -48,7 +49,7 @@ def main() -> None:
     for algo in algos:
         if algo not in ALGORITHMS:
             parser.error(f"unknown algo {algo!r}")
-    size = int(args.size_mb * 1e6) // 4 * 4
+    size = buffer_bytes(args.size_mb, "float32")
     t0 = time.perf_counter()
     small = tp.make_graph("bcube", n=2, k=1)
     simulate(small, build("ring", small, 4000))  # loads (or compiles) the event loop

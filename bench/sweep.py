@@ -336,14 +336,13 @@ def simulate_point(point: Point) -> dict[str, Any]:
     scheduler or the scenario does not fit the network)."""
     from simulator import lower_bound, packing_bound, simulate
     from traffic.plugins import make_schedule
-    from traffic.schedule import DTYPES
+    from traffic.schedule import buffer_bytes
 
     started = time.monotonic()
     row = _base(point)
     try:
         graph = graph_of(point)
-        item = DTYPES[point.dtype]
-        size = max(item, int(point.size_mb * 1e6) // item * item)
+        size = buffer_bytes(point.size_mb, point.dtype)
         schedule = make_schedule(point.scheduler, graph, size, point.dtype)
         result = simulate(graph, schedule, **point.costs)
         bound = lower_bound(graph, size, goodput=point.costs.get("goodput", 1.0))

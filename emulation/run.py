@@ -44,6 +44,7 @@ from traffic.schedule import (
     Schedule,
     ScheduleError,
     Transfer,
+    buffer_bytes,
     read_schedule,
     routes,
     validate,
@@ -160,8 +161,6 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     args.delay_ms, args.loss_pct = check_link_effects(args.delay_ms, args.loss_pct,
                                                       args.features)
     args.datapath = choose_datapath(args.datapath, args.features)
-    if not args.size_mb > 0:
-        raise ValueError(f"--size-mb must be > 0, got {args.size_mb:g}")
     if not args.timeout_s > 0:
         raise ValueError(f"--timeout-s must be > 0, got {args.timeout_s:g}")
     graph = graph_from_args(args, EMULATION_DEFAULTS)
@@ -172,8 +171,7 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
 def plan_all(args: argparse.Namespace, graph: nx.Graph) -> tuple[int, list[dict[str, Any]]]:
     """Every scheduler's (and schedule file's) Schedule on ``graph``, validated and
     simulated in the bandwidth model."""
-    itemsize = DTYPES[args.dtype]
-    size_bytes = max(itemsize, int(args.size_mb * 1e6) // itemsize * itemsize)
+    size_bytes = buffer_bytes(args.size_mb, args.dtype)
     names, explicit = choose_schedulers(args.scheduler, bool(args.schedule))
     jobs: list[tuple[str, Schedule | None]] = [(name, None) for name in names]
     for path in args.schedule:

@@ -29,22 +29,9 @@ from topology.cli import (
 from topology.links import link_failures
 from traffic.collectives import ALGORITHMS
 from traffic.plugins import make_schedule, resolve
-from traffic.schedule import DTYPES, ScheduleError, read_schedule, validate
+from traffic.schedule import DTYPES, ScheduleError, buffer_bytes, read_schedule, validate
 
 PROG = "python -m simulator"
-
-#: One MB on the command line, in bytes (SI, like the Mbit/s of link rates).
-MB = 10**6
-
-
-def size_bytes_of(size_mb: float, dtype: str) -> int:
-    """Bytes of a ``size_mb`` MB buffer (10^6 bytes each), rounded to whole elements of
-    ``dtype`` (at least one)."""
-    if not (math.isfinite(size_mb) and size_mb > 0):
-        raise ValueError(f"--size-mb must be > 0, got {size_mb:g}")
-    item = DTYPES[dtype]
-    return max(1, round(size_mb * MB / item)) * item
-
 
 def _parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Simulate an AllReduce schedule on a "
@@ -103,7 +90,7 @@ def main() -> int:
         size = schedule.size_bytes
     else:
         graph = graph_from_args(args)
-        size = size_bytes_of(args.size_mb, args.dtype)
+        size = buffer_bytes(args.size_mb, args.dtype)
         names = list(ALGORITHMS) if args.algo == "all" else [args.algo]
         for name in names:
             resolve(name)  # ValueError naming an unknown scheduler

@@ -9,6 +9,7 @@ networkx and numpy only.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,22 @@ SCHEMA_VERSION = 1
 
 #: Element types a buffer may have, and their size in bytes.
 DTYPES = {"int32": 4, "int64": 8, "float32": 4, "float64": 8}
+
+#: One MB of ``--size-mb``, in bytes (SI, like the Mbit/s of link rates).
+MB = 10**6
+
+
+def buffer_bytes(size_mb: float, dtype: str) -> int:
+    """Bytes of a ``size_mb`` MB buffer of ``dtype`` elements, rounded to the nearest whole
+    element (at least one). The one size rule of every command and bench.
+
+    >>> buffer_bytes(4.1, "float64"), buffer_bytes(1e-9, "int32")
+    (4100000, 4)
+    """
+    if not (math.isfinite(size_mb) and size_mb > 0):
+        raise ValueError(f"--size-mb must be > 0, got {size_mb:g}")
+    item = DTYPES[dtype]
+    return max(1, round(size_mb * MB / item)) * item
 
 OPS = ("reduce", "copy")
 

@@ -60,7 +60,13 @@ def test_one_worker_is_the_in_process_training():
     assert _same_weights(default[:2], one[:2])
     assert len(default[2]) == len(BEFORE)
     for row, before in zip(_rows(default[2]), BEFORE):
-        assert row == pytest.approx(before, rel=1e-6, abs=1e-12)
+        # The simulated ratios are exact; the losses go through torch's CPU kernels, whose
+        # rounding differs between processors (the recorded losses were met to 2e-6 after one
+        # update and 1e-3 after two on another machine), so they get a loose tolerance.
+        ratios = {k for k in before if k.endswith("ratio") or k == "episodes"}
+        assert {k: row[k] for k in ratios} == pytest.approx({k: before[k] for k in ratios},
+                                                            rel=1e-9)
+        assert row == pytest.approx(before, rel=1e-2, abs=1e-12)
 
 
 def test_one_worker_does_not_import_ray(tmp_path):

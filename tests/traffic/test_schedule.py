@@ -14,6 +14,7 @@ from traffic.schedule import (
     Schedule,
     ScheduleError,
     Transfer,
+    buffer_bytes,
     routes,
     segments,
     validate,
@@ -188,3 +189,19 @@ def test_routes_one_port_per_distinct_path():
 def test_segments():
     assert segments(10, 4) == [(0, 3), (3, 3), (6, 2), (8, 2)]
     assert segments(2, 4) == [(0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize(("size_mb", "dtype", "expected"), [
+    (8.0, "float32", 8_000_000),
+    (4.1, "float64", 4_100_000),   # 4.1e6 / 8 is 512499.99...: rounded, not truncated
+    (1e-9, "int32", 4),            # at least one element
+    (0.000006, "int64", 8),        # 0.75 elements: nearest is one
+])
+def test_buffer_bytes_rounds_to_the_nearest_whole_element(size_mb, dtype, expected):
+    assert buffer_bytes(size_mb, dtype) == expected
+
+
+@pytest.mark.parametrize("size_mb", [0.0, -1.0, float("nan"), float("inf")])
+def test_buffer_bytes_refuses_a_size_that_is_not_positive(size_mb):
+    with pytest.raises(ValueError, match="--size-mb must be > 0"):
+        buffer_bytes(size_mb, "float32")
