@@ -2,13 +2,22 @@
 engines of ``simulator.fluid`` (which stay as the reference and as the fallback where numba
 is missing), on flat arrays.
 
-Per event: the flows that stop come off a heap of projected finish times (a version number
-retires stale entries); the flows re-solved are those connected to the touched links, through
-per-link lists of the active flows, by flows that are new or at least as fast as the smallest
-rate of a stopped flow and the smallest equal share of a new flow's links (the rule argued in
-``simulator.fluid``), on the capacity the others leave; max-min rates by progressive filling
-with several bottlenecks per round (``simulator.maxmin.max_min_rates``); only flows whose rate
-changed get a new projection.
+Per event: the flows that stop come off an indexed heap of projected finish times (one entry
+per sending flow, moved in place when its rate changes; a heap that keeps stale entries grows
+to many times the active flows and stops fitting the cache). The flows re-solved are those
+connected to the touched links, through per-link lists of the active flows, by flows that are
+new or at least as fast as the smallest rate of a stopped flow and the smallest equal share
+of a new flow's links (the rule argued in ``simulator.fluid``), on the capacity the others
+leave; max-min rates by progressive filling with several bottlenecks per round
+(``simulator.maxmin.max_min_rates``); only flows whose rate changed get a new projection.
+
+Finding those flows. The per-link lists hold slow flows too: in all-to-all traffic a link
+carries hundreds of flows of which an event re-solves a few. The active flows are therefore
+also indexed by rate (a list per bucket of 1/256 octave), which lists the flows at least as
+fast as the event's level in about their own number. The walk along the links stops once it
+has visited twice that many entries (plus ``WALK_SLACK``), and the event takes the list
+(every fast flow, connected or not) instead. The rates are the same: max-min decomposes over
+components, and a component the event did not touch keeps its rates.
 """
 
 from __future__ import annotations
@@ -20,9 +29,120 @@ from numba import njit
 
 from simulator.maxmin import BATCH_RTOL, LEVEL_RTOL
 
-#: Flows the search for the touched component visits before it takes every flow at or above
-#: the event's level instead.
-SEARCH_LIMIT = 1024
+#: Rate buckets per octave of the rate index, and the octaves it spans (rates in bit/s,
+#: 2^LOG2_MIN to 2^LOG2_MAX; rates outside fall in the end buckets, which stays exact).
+BUCKETS_PER_OCTAVE = 256
+LOG2_MIN = -20.0
+LOG2_MAX = 60.0
+NBUCKETS = int((LOG2_MAX - LOG2_MIN) * BUCKETS_PER_OCTAVE) + 1
+#: Link entries the walk may visit beyond twice the number of flows the rate index lists.
+WALK_SLACK = 256
+
+
+@njit(cache=True)
+def _bucket(r):
+    if not r > 0.0:
+        return 0
+    if not r < 2.0 ** LOG2_MAX:
+        return NBUCKETS - 1
+    b = int((np.log2(r) - LOG2_MIN) * BUCKETS_PER_OCTAVE)
+    if b < 0:
+        return 0
+    if b >= NBUCKETS:
+        return NBUCKETS - 1
+    return b
+
+
+@njit(cache=True)
+def _unindex(f, bof, bhead, bnext, bprev, bcount):
+    """Take flow ``f`` out of the rate index (if it is in)."""
+    b = bof[f]
+    if b < 0:
+        return
+    if bprev[f] >= 0:
+        bnext[bprev[f]] = bnext[f]
+    else:
+        bhead[b] = bnext[f]
+    if bnext[f] >= 0:
+        bprev[bnext[f]] = bprev[f]
+    bcount[b] -= 1
+    bof[f] = -1
+
+
+@njit(cache=True)
+def _index(f, r, bof, bhead, bnext, bprev, bcount):
+    """Put flow ``f``, of rate ``r``, in the rate index; returns its bucket."""
+    b = _bucket(r)
+    bof[f] = b
+    bprev[f] = -1
+    bnext[f] = bhead[b]
+    if bhead[b] >= 0:
+        bprev[bhead[b]] = f
+    bhead[b] = f
+    bcount[b] += 1
+    return b
+
+
+@njit(cache=True)
+def _hless(hkey, hflow, a, b):
+    """Heap position ``a`` comes before ``b``: earlier time, then lower flow id (the order of
+    the (time, flow) tuples of a plain heap)."""
+    return hkey[a] < hkey[b] or (hkey[a] == hkey[b] and hflow[a] < hflow[b])
+
+
+@njit(cache=True)
+def _hswap(hkey, hflow, hpos, a, b):
+    hkey[a], hkey[b] = hkey[b], hkey[a]
+    hflow[a], hflow[b] = hflow[b], hflow[a]
+    hpos[hflow[a]] = a
+    hpos[hflow[b]] = b
+
+
+@njit(cache=True)
+def _hsift(hkey, hflow, hpos, nheap, p):
+    while p > 0:
+        q = (p - 1) >> 1
+        if not _hless(hkey, hflow, p, q):
+            break
+        _hswap(hkey, hflow, hpos, p, q)
+        p = q
+    while True:
+        c = 2 * p + 1
+        if c >= nheap:
+            break
+        if c + 1 < nheap and _hless(hkey, hflow, c + 1, c):
+            c += 1
+        if not _hless(hkey, hflow, c, p):
+            break
+        _hswap(hkey, hflow, hpos, p, c)
+        p = c
+
+
+@njit(cache=True)
+def _hset(hkey, hflow, hpos, nheap, f, when):
+    """Put (or move) flow ``f`` at time ``when``; returns the heap's new size."""
+    p = hpos[f]
+    if p < 0:
+        p = nheap
+        nheap += 1
+        hflow[p] = f
+        hpos[f] = p
+    hkey[p] = when
+    _hsift(hkey, hflow, hpos, nheap, p)
+    return nheap
+
+
+@njit(cache=True)
+def _hpop(hkey, hflow, hpos, nheap):
+    """Take the first entry off; returns the heap's new size."""
+    hpos[hflow[0]] = -1
+    nheap -= 1
+    if nheap > 0:
+        hkey[0] = hkey[nheap]
+        hflow[0] = hflow[nheap]
+        hpos[hflow[0]] = 0
+        _hsift(hkey, hflow, hpos, nheap, 0)
+    return nheap
 
 
 @njit(cache=True)
@@ -55,8 +175,11 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     heapq.heapify(ready)
     arrivals = [(0.0, np.int64(0))]
     arrivals.pop()
-    projected = [(0.0, np.int64(0), np.int64(0))]
-    projected.pop()
+    # The projected finish times: a binary heap of (time, flow) at positions 0..nheap-1.
+    hkey = np.empty(n)
+    hflow = np.empty(n, dtype=np.int64)
+    hpos = np.full(n, -1, dtype=np.int64)
+    nheap = 0
     # Per-link doubly linked lists of the active flows' link entries (entry j of lidx).
     owner = np.empty(nnz, dtype=np.int64)
     for f in range(n):
@@ -68,7 +191,6 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     rem = np.zeros(n)
     since = np.zeros(n)
     rate = np.zeros(n)
-    version = np.zeros(n, dtype=np.int64)
     fresh = np.zeros(n, dtype=np.bool_)
     chosen = np.zeros(n, dtype=np.bool_)
     count = np.zeros(nl, dtype=np.int64)
@@ -87,17 +209,22 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     act = np.empty(n, dtype=np.int64)
     pos = np.full(n, -1, dtype=np.int64)
     nact = 0
+    # The rate index: active flows with a rate, in doubly linked lists per bucket.
+    bof = np.full(n, -1, dtype=np.int64)
+    bhead = np.full(NBUCKETS, -1, dtype=np.int64)
+    bnext = np.full(n, -1, dtype=np.int64)
+    bprev = np.full(n, -1, dtype=np.int64)
+    bcount = np.zeros(NBUCKETS, dtype=np.int64)
+    btop = 0  # no bucket above it holds a flow
     now = 0.0
     while True:
-        while len(projected) > 0 and projected[0][2] != version[projected[0][1]]:
-            heapq.heappop(projected)
         t_next = np.inf
         if len(ready) > 0:
             t_next = ready[0][0]
         if len(arrivals) > 0 and arrivals[0][0] < t_next:
             t_next = arrivals[0][0]
-        if len(projected) > 0 and projected[0][0] < t_next:
-            t_next = projected[0][0]
+        if nheap > 0 and hkey[0] < t_next:
+            t_next = hkey[0]
         if t_next == np.inf:
             break
         if t_next < now:
@@ -105,11 +232,9 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
         horizon = t_next * (1.0 + BATCH_RTOL)
         level = np.inf
         nseed = 0
-        while len(projected) > 0 and projected[0][0] <= horizon:
-            _, f, ver = heapq.heappop(projected)
-            if ver != version[f]:
-                continue
-            version[f] += 1
+        while nheap > 0 and hkey[0] <= horizon:
+            f = hflow[0]
+            nheap = _hpop(hkey, hflow, hpos, nheap)
             if rate[f] < level:
                 level = rate[f]
             for j in range(lptr[f], lptr[f + 1]):
@@ -127,6 +252,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                     stack[nseed] = link
                     nseed += 1
             rate[f] = 0.0
+            _unindex(f, bof, bhead, bnext, bprev, bcount)
             last = act[nact - 1]
             act[pos[f]] = last
             pos[last] = pos[f]
@@ -183,19 +309,32 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
         if nseed == 0:
             continue
         # The flows to re-solve: connected to the touched links through flows that are new
-        # or at least as fast as ``level``; past SEARCH_LIMIT flows the search stops and every
-        # such flow is taken (all-to-all traffic connects nearly everything).
+        # or at least as fast as ``level``; past its budget of link entries the walk stops
+        # and every such flow is taken from the rate index.
         floor = level * (1.0 - LEVEL_RTOL)
+        low = _bucket(floor)
+        while btop > 0 and bcount[btop] == 0:
+            btop -= 1
+        nfast = 0
+        for b in range(low, btop + 1):
+            nfast += bcount[b]
+        budget = 2 * (nfast + nnew) + WALK_SLACK
+        walked = 0
+        for b in range(nseed):  # the walk visits at least the seed links' flows
+            walked += count[stack[b]]
+        if walked <= budget:
+            walked = 0
         nres = 0
         ntouched = 0
         top = nseed
-        while top > 0 and nres <= SEARCH_LIMIT:
+        while top > 0 and walked <= budget:  # (skipped when ``walked`` is over already)
             top -= 1
             link = stack[top]
             touched[ntouched] = link
             ntouched += 1
             j = head[link]
             while j >= 0:
+                walked += 1
                 f = owner[j]
                 if not chosen[f] and (fresh[f] or rate[f] >= floor):
                     chosen[f] = True
@@ -208,7 +347,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                             stack[top] = other
                             top += 1
                 j = nxt[j]
-        if nres > SEARCH_LIMIT:
+        if walked > budget:
             while top > 0:  # links pushed but not visited: still marked
                 top -= 1
                 touched[ntouched] = stack[top]
@@ -216,18 +355,27 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
             for a in range(nres):
                 chosen[flows[a]] = False
             nres = 0
-            for a in range(nact):
-                f = act[a]
-                if fresh[f] or rate[f] >= floor:
-                    chosen[f] = True
-                    flows[nres] = f
-                    nres += 1
-                    for e in range(lptr[f], lptr[f + 1]):
-                        other = lidx[e]
-                        if not seen[other]:
-                            seen[other] = True
-                            touched[ntouched] = other
-                            ntouched += 1
+            for b in range(nnew):
+                f = newf[b]
+                chosen[f] = True
+                flows[nres] = f
+                nres += 1
+            for b in range(low, btop + 1):
+                f = bhead[b]
+                while f >= 0:
+                    if rate[f] >= floor and not chosen[f]:
+                        chosen[f] = True
+                        flows[nres] = f
+                        nres += 1
+                    f = bnext[f]
+            for a in range(nres):
+                f = flows[a]
+                for e in range(lptr[f], lptr[f + 1]):
+                    other = lidx[e]
+                    if not seen[other]:
+                        seen[other] = True
+                        touched[ntouched] = other
+                        ntouched += 1
         for t in range(ntouched):
             link = touched[t]
             seen[link] = False
@@ -259,8 +407,10 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
             since[f] = now
             for j in range(lptr[f], lptr[f + 1]):
                 used[lidx[j]] += delta
-            version[f] += 1
-            heapq.heappush(projected, (now + rem[f] / rate[f], f, version[f]))
+            if _bucket(rate[f]) != bof[f]:
+                _unindex(f, bof, bhead, bnext, bprev, bcount)
+                btop = max(btop, _index(f, rate[f], bof, bhead, bnext, bprev, bcount))
+            nheap = _hset(hkey, hflow, hpos, nheap, f, now + rem[f] / rate[f])
     return start, finish
 
 
@@ -333,6 +483,24 @@ def _solve(flows, nres, lptr, lidx, spare, cnt, rate, share, touched, ntouched, 
         open_n = kept
 
 
+@njit(cache=True)
+def group_by_parent(parent, child, n):
+    """The children of each of ``n`` transfers as CSR arrays (cptr, cidx): the children of
+    ``p`` are ``cidx[cptr[p]:cptr[p + 1]]``, in their order in ``child`` (a stable counting
+    sort of the (parent, child) pairs)."""
+    cptr = np.zeros(n + 1, dtype=np.int64)
+    for p in parent:
+        cptr[p + 1] += 1
+    for p in range(n):
+        cptr[p + 1] += cptr[p]
+    fill = cptr[:-1].copy()
+    cidx = np.empty(parent.shape[0], dtype=np.int64)
+    for e in range(parent.shape[0]):
+        cidx[fill[parent[e]]] = child[e]
+        fill[parent[e]] += 1
+    return cptr, cidx
+
+
 def simulate_arrays(bits: np.ndarray, lat: np.ndarray, lptr: np.ndarray, lidx: np.ndarray,
                     cap: np.ndarray, cptr: np.ndarray, cidx: np.ndarray, pending: np.ndarray,
                     startup_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -340,4 +508,4 @@ def simulate_arrays(bits: np.ndarray, lat: np.ndarray, lptr: np.ndarray, lidx: n
     return run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending, float(startup_s))
 
 
-__all__ = ["simulate_arrays"]
+__all__ = ["group_by_parent", "simulate_arrays"]

@@ -34,6 +34,7 @@ to ``topology.routing.backup_path``. Graphs without events never reach it.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 
 import networkx as nx
@@ -429,8 +430,8 @@ def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]]
     count = len(transfers)
     ids = np.fromiter((t.id for t in transfers), dtype=np.int64, count=count)
     width = np.fromiter((len(t.deps) for t in transfers), dtype=np.int64, count=count)
-    deps = np.fromiter((d for t in transfers for d in t.deps), dtype=np.int64,
-                       count=int(width.sum()))
+    deps = np.fromiter(itertools.chain.from_iterable(t.deps for t in transfers),
+                       dtype=np.int64, count=int(width.sum()))
     child = np.repeat(np.arange(count), width)
     if np.array_equal(ids, np.arange(count)):
         bad = (deps < 0) | (deps >= count)
@@ -451,15 +452,12 @@ def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]]
         pairs = np.unique(child * count + parent)
         child, parent = pairs // count, pairs % count
     pending = np.bincount(child, minlength=count).astype(np.int64)
-    order = np.argsort(parent, kind="stable")
-    cidx = child[order]
-    cptr = np.zeros(count + 1, dtype=np.int64)
-    cptr[1:] = np.cumsum(np.bincount(parent, minlength=count))
+    cptr, cidx = compiled.group_by_parent(parent, child, count)
     lens = np.array([len(links) for links in rows], dtype=np.int64)[row_of]
     lptr = np.zeros(count + 1, dtype=np.int64)
     lptr[1:] = np.cumsum(lens)
-    lidx = np.fromiter((link for r in row_of for link in rows[r]), dtype=np.int64,
-                       count=int(lptr[-1]))
+    lidx = np.fromiter(itertools.chain.from_iterable(rows[r] for r in row_of),
+                       dtype=np.int64, count=int(lptr[-1]))
     per = 8 * DTYPES[schedule.dtype]
     bits = np.fromiter((t.count for t in transfers), dtype=np.float64, count=count) * per
     start, finish = compiled.simulate_arrays(bits, lens * hop_latency_s, lptr, lidx,
