@@ -41,16 +41,12 @@ WALK_SLACK = 256
 
 @njit(cache=True)
 def _bucket(r):
+    """The rate index's bucket of rate ``r`` (bit/s): 1/BUCKETS_PER_OCTAVE octave each."""
     if not r > 0.0:
         return 0
     if not r < 2.0 ** LOG2_MAX:
         return NBUCKETS - 1
-    b = int((np.log2(r) - LOG2_MIN) * BUCKETS_PER_OCTAVE)
-    if b < 0:
-        return 0
-    if b >= NBUCKETS:
-        return NBUCKETS - 1
-    return b
+    return max(0, int((np.log2(r) - LOG2_MIN) * BUCKETS_PER_OCTAVE))
 
 
 @njit(cache=True)
@@ -319,8 +315,8 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
         for b in range(low, btop + 1):
             nfast += bcount[b]
         budget = 2 * (nfast + nnew) + WALK_SLACK
-        walked = 0
-        for b in range(nseed):  # the walk visits at least the seed links' flows
+        walked = 0  # link entries visited; at least the seed links' flows, so when those
+        for b in range(nseed):  # alone are over budget, the walk is skipped
             walked += count[stack[b]]
         if walked <= budget:
             walked = 0

@@ -323,3 +323,21 @@ def test_group_by_parent_is_a_stable_counting_sort():
     cptr, cidx = compiled.group_by_parent(parent, child, 6)
     assert cptr.tolist() == [0, 2, 3, 5, 5, 5, 5]
     assert cidx.tolist() == [3, 5, 4, 3, 4]
+
+
+def test_the_indexed_heap_pops_in_time_then_flow_order():
+    from simulator import compiled
+
+    n = 8
+    key, flow, pos = np.empty(n), np.empty(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    size = 0
+    for f, when in [(5, 3.0), (1, 2.0), (7, 2.0), (2, 9.0), (0, 1.0)]:
+        size = compiled._hset(key, flow, pos, size, f, when)
+    size = compiled._hset(key, flow, pos, size, 2, 0.5)   # moved earlier
+    size = compiled._hset(key, flow, pos, size, 0, 4.0)   # moved later
+    order = []
+    while size:
+        order.append(int(flow[0]))
+        size = compiled._hpop(key, flow, pos, size)
+    assert order == [2, 1, 7, 5, 0]
+    assert (pos == -1).all()
