@@ -50,17 +50,33 @@ def _bucket(r):
 
 
 @njit(cache=True)
+def _unlink(i, h, head, nxt, prv):
+    """Take item ``i`` out of list ``h`` of the doubly linked lists (head, nxt, prv)."""
+    if prv[i] >= 0:
+        nxt[prv[i]] = nxt[i]
+    else:
+        head[h] = nxt[i]
+    if nxt[i] >= 0:
+        prv[nxt[i]] = prv[i]
+
+
+@njit(cache=True)
+def _push(i, h, head, nxt, prv):
+    """Put item ``i`` at the front of list ``h`` of the doubly linked lists."""
+    prv[i] = -1
+    nxt[i] = head[h]
+    if head[h] >= 0:
+        prv[head[h]] = i
+    head[h] = i
+
+
+@njit(cache=True)
 def _unindex(f, bof, bhead, bnext, bprev, bcount):
     """Take flow ``f`` out of the rate index (if it is in)."""
     b = bof[f]
     if b < 0:
         return
-    if bprev[f] >= 0:
-        bnext[bprev[f]] = bnext[f]
-    else:
-        bhead[b] = bnext[f]
-    if bnext[f] >= 0:
-        bprev[bnext[f]] = bprev[f]
+    _unlink(f, b, bhead, bnext, bprev)
     bcount[b] -= 1
     bof[f] = -1
 
@@ -70,11 +86,7 @@ def _index(f, r, bof, bhead, bnext, bprev, bcount):
     """Put flow ``f``, of rate ``r``, in the rate index; returns its bucket."""
     b = _bucket(r)
     bof[f] = b
-    bprev[f] = -1
-    bnext[f] = bhead[b]
-    if bhead[b] >= 0:
-        bprev[bhead[b]] = f
-    bhead[b] = f
+    _push(f, b, bhead, bnext, bprev)
     bcount[b] += 1
     return b
 
@@ -235,12 +247,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                 level = rate[f]
             for j in range(lptr[f], lptr[f + 1]):
                 link = lidx[j]
-                if prv[j] >= 0:
-                    nxt[prv[j]] = nxt[j]
-                else:
-                    head[link] = nxt[j]
-                if nxt[j] >= 0:
-                    prv[nxt[j]] = prv[j]
+                _unlink(j, link, head, nxt, prv)
                 count[link] -= 1
                 used[link] -= rate[f]
                 if not seen[link]:
@@ -286,11 +293,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
             nact += 1
             for j in range(lptr[f], lptr[f + 1]):
                 link = lidx[j]
-                nxt[j] = head[link]
-                prv[j] = -1
-                if head[link] >= 0:
-                    prv[head[link]] = j
-                head[link] = j
+                _push(j, link, head, nxt, prv)
                 count[link] += 1
                 if not seen[link]:
                     seen[link] = True
