@@ -92,6 +92,19 @@ def _index(f, r, bof, bhead, bnext, bprev, bcount):
 
 
 @njit(cache=True)
+def _mark_links(f, lptr, lidx, seen, out, k):
+    """Append flow ``f``'s links not yet ``seen`` to ``out`` from position ``k``, marking
+    them; returns the new length."""
+    for e in range(lptr[f], lptr[f + 1]):
+        link = lidx[e]
+        if not seen[link]:
+            seen[link] = True
+            out[k] = link
+            k += 1
+    return k
+
+
+@njit(cache=True)
 def _hless(hkey, hflow, a, b):
     """Heap position ``a`` comes before ``b``: earlier time, then lower flow id (the order of
     the (time, flow) tuples of a plain heap)."""
@@ -339,12 +352,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                     chosen[f] = True
                     flows[nres] = f
                     nres += 1
-                    for e in range(lptr[f], lptr[f + 1]):
-                        other = lidx[e]
-                        if not seen[other]:
-                            seen[other] = True
-                            stack[top] = other
-                            top += 1
+                    top = _mark_links(f, lptr, lidx, seen, stack, top)
                 j = nxt[j]
         if walked > budget:
             while top > 0:  # links pushed but not visited: still marked
@@ -368,13 +376,7 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                         nres += 1
                     f = bnext[f]
             for a in range(nres):
-                f = flows[a]
-                for e in range(lptr[f], lptr[f + 1]):
-                    other = lidx[e]
-                    if not seen[other]:
-                        seen[other] = True
-                        touched[ntouched] = other
-                        ntouched += 1
+                ntouched = _mark_links(flows[a], lptr, lidx, seen, touched, ntouched)
         for t in range(ntouched):
             link = touched[t]
             seen[link] = False
