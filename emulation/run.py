@@ -38,7 +38,7 @@ from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from topology.links import link_failures, relays, scaled
 from traffic.collectives import BASELINES
 from traffic.plugins import make_schedule, resolve
-from traffic.runner import WorkerError, run_workers
+from traffic.runner import WorkerError, run_workers, time_scale
 from traffic.schedule import (
     DTYPES,
     Schedule,
@@ -163,6 +163,7 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     args.datapath = choose_datapath(args.datapath, args.features)
     if not args.timeout_s > 0:
         raise ValueError(f"--timeout-s must be > 0, got {args.timeout_s:g}")
+    time_scale()  # a bad ARTB_TIME_SCALE is refused here, not after the network is up
     graph = graph_from_args(args, EMULATION_DEFAULTS)
     size_bytes, plans = plan_all(args, graph)
     return graph, size_bytes, plans

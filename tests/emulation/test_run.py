@@ -81,6 +81,20 @@ def test_bad_arguments_one_line_exit_2(args):
     assert done.stdout == ""
 
 
+def test_bad_time_scale_refused_before_the_network(tmp_path):
+    # Read by the workers' start-up limit, deep in the run: refused up front instead, in one
+    # line, and nothing (not even the run directory) is made.
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "emulation.run", "--topo", "bcube", "--n",
+                           "2", "--scheduler", "ring", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60,
+                          env=os.environ | {"ARTB_TIME_SCALE": "slow"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "python -m emulation.run: error: ARTB_TIME_SCALE='slow': expected a number >= 1"]
+    assert done.stdout == "" and not out.exists()
+
+
 @pytest.mark.emulation
 def test_missing_mininet_is_one_line_exit_1(tmp_path):
     # An interpreter without Mininet (a user's python instead of the venv's): one line that
