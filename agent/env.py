@@ -48,6 +48,7 @@ import gymnasium as gym
 import networkx as nx
 import numpy as np
 
+from agent.forest import FOREST_COLUMNS, forests
 from agent.plan import Plan
 from agent.trees import Tree, overlay_for
 from simulator import CostModel, lower_bound, simulate
@@ -57,8 +58,8 @@ from traffic.schedule import DTYPES, Schedule
 CHUNK_OPTIONS = (1, 2, 4)
 #: Attachment rows offered per tree-building step.
 TREE_ROWS = 16
-#: Features per upper-level row (see ``TreeBuildingEnv``).
-F_UP = 18
+#: Features per upper-level row (see ``TreeBuildingEnv``; 18-22: ``agent.forest``).
+F_UP = 23
 #: Upper-row column holding the hand rule's rank (rank / TREE_ROWS; 0 on the chunk rows):
 #: the policy's prior logit is -strength x TREE_ROWS x this column (``agent.networks``).
 RANK_COL = 16
@@ -86,6 +87,8 @@ class EnvConfig:
     #: The attachment rows' rank key: peak link load after the hop plus this many chunk
     #: link-times per link of the hop (the greedy least-load rule the prior starts from).
     link_weight: float = 0.25
+    #: Offer the packed-forest rows (``agent.forest``) at the first decision.
+    forest_rows: bool = True
 
     def __post_init__(self) -> None:
         for name in ("size_bytes", "slots"):
@@ -148,7 +151,11 @@ class TreeBuildingEnv(gym.Env):
 
     Chunk rows (the first step, one per feasible option): 0 flag (1); 1 chunks per server
     / 4; 2 log(1 + fixed cost of a transfer / a chunk's link time); 3 log2(N) / 6;
-    17 = 2."""
+    17 = 2. Forest rows (the first step, after the chunk rows, ``EnvConfig.forest_rows``):
+    0 flag (1); 3 log2(N) / 6; 18-22 ``agent.forest.Forest.features``.
+    Choosing a forest row ends the episode: its Schedule is simulated as it is (its
+    pipeline's dependencies order each link's pieces; the lower level has nothing to
+    order)."""
 
     metadata = {"render_modes": []}
 
@@ -170,6 +177,11 @@ class TreeBuildingEnv(gym.Env):
         real = ov.cap_Bps[:-1]
         self.hop_rate = ov.cap_Bps[ov.hop_fwd].min(axis=1) / real.max()
         self.mean_hop_links = float(ov.hop_len.mean())
+        self.graph = graph
+        room = TREE_ROWS - len(self.options)
+        self.forests = (forests(graph, config.size_bytes, config.dtype, config.goodput,
+                                self.fixed_s, room)
+                        if config.forest_rows and ov.n > 1 else [])
         self.observation_space = _box(TREE_ROWS, F_UP)
         self.action_space = gym.spaces.Discrete(TREE_ROWS)
 
@@ -178,6 +190,11 @@ class TreeBuildingEnv(gym.Env):
         chunk_s = self.cfg.size_bytes / chunks / float(self.rate_Bps[:-1].min())
         fixed = self.cfg.startup_s + self.cfg.hop_latency_s * self.mean_hop_links
         return math.log1p(fixed / chunk_s)
+
+    @property
+    def fixed_s(self) -> float:
+        """Fixed cost of one transfer over a mean hop."""
+        return self.cfg.startup_s + self.cfg.hop_latency_s * self.mean_hop_links
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start before the chunk-count decision, with nothing routed."""
@@ -237,7 +254,12 @@ class TreeBuildingEnv(gym.Env):
                 ratio = self._cost_ratio(c * self.n)
                 obs[i, [0, 1, 2, 3, 17]] = (1.0, c / 4, ratio, math.log2(self.n) / 6, ratio)
                 mask[i] = 1
-            self.offered = np.arange(len(self.options))
+            first = len(self.options)
+            for i, forest in enumerate(self.forests):
+                obs[first + i, [0, 3]] = (1.0, math.log2(self.n) / 6)
+                obs[first + i, list(FOREST_COLUMNS)] = forest.features(self.lb_s, self.fixed_s)
+                mask[first + i] = 1
+            self.offered = np.arange(first + len(self.forests))
         else:
             ov = self.ov
             hops, _ = self._attachments()
@@ -275,6 +297,8 @@ class TreeBuildingEnv(gym.Env):
         invalid = not (0 <= action < TREE_ROWS and self.mask[action])
         if invalid:
             action = int(np.flatnonzero(self.mask)[0])
+        if not self.chunks and action >= len(self.options):
+            return self._end_forest(self.forests[action - len(self.options)], invalid)
         if not self.chunks:
             self.chunks = self.options[action] * self.n
             self.chunk_bytes = self.cfg.size_bytes / self.chunks
@@ -290,10 +314,25 @@ class TreeBuildingEnv(gym.Env):
             return obs, 0.0, False, False, info
         plan = Plan(self.ov, self.trees, self.cfg.size_bytes, self.cfg.dtype)
         schedule, makespan = self.scheduler(plan)
+        if schedule is not None:
+            schedule = replace(schedule, meta={**schedule.meta,
+                                               "chunks_per_server": self.chunks // self.n})
         self.mask = np.zeros(TREE_ROWS, np.int8)
         info = {"action_mask": self.mask.copy(), "invalid_action": invalid,
                 "makespan_s": makespan, "schedule": schedule, "plan": plan,
                 "chunks_per_server": self.chunks // self.n,
+                "ratio_to_lower_bound": makespan / self.lb_s}
+        return (np.zeros((TREE_ROWS, F_UP), np.float32),
+                float(-makespan / self.reference_s), True, False, info)
+
+    def _end_forest(self, forest, invalid: bool):
+        schedule = replace(forest.schedule, algo="drl",
+                           meta={**forest.schedule.meta, "forest": forest.name})
+        makespan = float(simulate(self.graph, schedule, **self.cfg.cost().kwargs()).makespan_s)
+        self.mask = np.zeros(TREE_ROWS, np.int8)
+        info = {"action_mask": self.mask.copy(), "invalid_action": invalid,
+                "makespan_s": makespan, "schedule": schedule, "plan": None,
+                "forest": forest.name, "chunks_per_server": 0,
                 "ratio_to_lower_bound": makespan / self.lb_s}
         return (np.zeros((TREE_ROWS, F_UP), np.float32),
                 float(-makespan / self.reference_s), True, False, info)
@@ -465,8 +504,9 @@ class WorkloadEnv(gym.Env):
 
 def random_plan(graph: nx.Graph, cfg: EnvConfig, rng: np.random.Generator) -> Plan:
     """A Plan whose chunk count and attachments are uniformly random legal choices
-    (seeded by ``rng``)."""
-    env = TreeBuildingEnv(graph, cfg, scheduler=lambda plan: (None, 1.0))
+    (seeded by ``rng``; hop-by-hop trees only: a forest row has no Plan)."""
+    env = TreeBuildingEnv(graph, replace(cfg, forest_rows=False),
+                          scheduler=lambda plan: (None, 1.0))
     _, info = env.reset()
     done = False
     while not done:

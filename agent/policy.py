@@ -18,7 +18,7 @@ from traffic.schedule import Schedule
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 #: The one shipped checkpoint, trained on the instances of ``agent.instances.TRAIN``.
 GENERAL = CHECKPOINT_DIR / "general.pt"
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3
 
 
 def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowScorer | None,

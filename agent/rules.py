@@ -9,7 +9,10 @@ Rules (each at every chunk count of ``EnvConfig.chunk_options``; the best is rep
 - ``alternating``: the owner's chunks alternate between the two orientations of one
   Hamiltonian cycle of the servers (``agent.trees.find_cycles``): the one-line rule the
   earlier per-instance checkpoints had learned;
-- ``star``: every server sends straight to the chunk's owner (a fixed candidate).
+- ``star``: every server sends straight to the chunk's owner (a fixed candidate);
+- ``predicted``: the forest row (``agent.forest``) with the smallest closed-form makespan
+  guess (``Forest.predicted_s``): the hand rule over the same rows the learned first
+  decision ranks.
 
 Pure: no torch.
 """
@@ -22,12 +25,13 @@ import networkx as nx
 import numpy as np
 
 from agent.env import EnvConfig, TreeBuildingEnv, fifo_schedule
+from agent.forest import best_predicted
 from agent.plan import Plan
 from agent.trees import Tree, chain_tree, overlay_for, star_tree
 from simulator import simulate
 from traffic.collectives import build
 
-RULES = ("greedy", "alternating", "star")
+RULES = ("greedy", "alternating", "star", "predicted")
 #: Baselines that scale the training reward (packing's LP is too slow to run per
 #: training instance; it is in the ablation).
 REFERENCE_BASELINES = ("ring", "ps", "ps-sharded", "tree", "multitree")
@@ -56,6 +60,11 @@ def rule_schedule(graph: nx.Graph, cfg: EnvConfig, rule: str,
                   per_server: int) -> tuple[object, float]:
     """(Schedule, simulated makespan) of hand rule ``rule`` at ``per_server`` chunks per
     server, ordered by the FIFO lower level."""
+    if rule == "predicted":
+        env = TreeBuildingEnv(graph, cfg)
+        env.reset()
+        _, _, _, _, info = env.step(len(env.options) + best_predicted(env.forests))
+        return info["schedule"], info["makespan_s"]
     if rule == "greedy":
         env = TreeBuildingEnv(graph, replace(cfg, chunk_options=(per_server,)))
         _, info = env.reset()
@@ -73,7 +82,7 @@ def best_rule(graph: nx.Graph, cfg: EnvConfig, rules: tuple[str, ...] = RULES) -
     out = {}
     for rule in rules:
         best = (float("inf"), 0)
-        for per_server in cfg.chunk_options:
+        for per_server in cfg.chunk_options[:1] if rule == "predicted" else cfg.chunk_options:
             try:
                 _, makespan = rule_schedule(graph, cfg, rule, per_server)
             except ValueError:

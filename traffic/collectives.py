@@ -275,31 +275,57 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     at once is faster (``traffic.cuts.tree_allreduce_rate``; a thin or slow link), every shard is
     reduced up one family of trees and broadcast down another, both from one LP.
     """
-    from traffic.packing import MIN_CHUNK_BYTES, emit_packing, pack_trees  # scipy: on use
+    from traffic.packing import MIN_CHUNK_BYTES, emit_packing  # scipy: on use
 
     elements = _elements(size_bytes, dtype)
     router = _router(graph)
     builder = Builder()
     if len(router.servers) < 2:
         return _schedule(graph, size_bytes, dtype, builder, "packing")
-    rate, overlapped = tree_allreduce_rate(graph)
-    if overlapped:
-        packed = pack_trees(graph, optimum=rate, overlap=True)
-    else:
-        rings, ring_cost = ring_packing(router)
-        # ring_cost: buffer fraction per directed link over its capacity in Mbit/s; the
-        # rings reach the optimum when that time equals (1/N) / x (x in bit/s per server).
-        optimal = 1e6 / (len(router.servers) * rate)
-        if ring_cost <= optimal * (1 + RING_RTOL):
-            _emit_rings(builder, rings, elements)
-            return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
-                             rings=len(rings))
-        packed = pack_trees(graph, optimum=2 * rate)
+    rate = tree_allreduce_rate(graph)
+    rings = optimal_rings(graph, size_bytes, dtype, rate)
+    if rings is not None:
+        return rings
+    packed = packing_forest(graph, rate)
     emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
     return _schedule(graph, size_bytes, dtype, builder, "packing", style="trees",
                      trees=sum(len(items) for family in packed.families()
                                for items in family.values()),
                      rate_to_optimum=packed.rate / packed.optimum)
+
+
+def optimal_rings(graph: nx.Graph, size_bytes: int, dtype: str = "float32",
+                  rate: tuple[float, bool] | None = None) -> Schedule | None:
+    """``packing``'s Schedule where a packing of rings (``traffic.rings.ring_packing``)
+    reaches the tree-packing optimum, else None. ``rate``: ``tree_allreduce_rate``'s
+    answer when the caller has it. At least two servers."""
+    x, overlapped = rate if rate is not None else tree_allreduce_rate(graph)
+    if overlapped:
+        return None
+    router = _router(graph)
+    rings, ring_cost = ring_packing(router)
+    # ring_cost: buffer fraction per directed link over its capacity in Mbit/s; the rings
+    # reach the optimum when that time equals (1/N) / x (x in bit/s per server).
+    if ring_cost > 1e6 / (len(router.servers) * x) * (1 + RING_RTOL):
+        return None
+    builder = Builder()
+    _emit_rings(builder, rings, _elements(size_bytes, dtype))
+    return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
+                     rings=len(rings))
+
+
+def packing_forest(graph: nx.Graph, rate: tuple[float, bool] | None = None):
+    """The tree packing ``packing`` emits where rings do not reach the optimum: the
+    ``traffic.packing.Packing`` of broadcast trees (the ReduceScatter then runs up the same
+    trees) or, where ``traffic.cuts.tree_allreduce_rate`` says both directions must run at
+    once, of broadcast and reduce trees from one LP. ``rate``: that function's answer when
+    the caller has it. At least two servers."""
+    from traffic.packing import pack_trees  # scipy: on use
+
+    x, overlapped = rate if rate is not None else tree_allreduce_rate(graph)
+    if overlapped:
+        return pack_trees(graph, optimum=x, overlap=True)
+    return pack_trees(graph, optimum=2 * x)
 
 
 def _emit_rings(builder: Builder, rings: list, elements: int) -> None:

@@ -60,6 +60,16 @@ class Packing:
         self.optimum = optimum
         self.iterations = iterations
 
+    def top(self, count: int | None) -> Packing:
+        """This packing with only each root's ``count`` heaviest trees of each family (all
+        when None); the rates stay the LP's."""
+        def keep(family):
+            return {r: sorted(items, key=lambda t: -t[0])[:count] for r, items in family.items()}
+        if count is None:
+            return self
+        return Packing(keep(self.trees), self.rate, self.optimum, self.iterations,
+                       None if self.reduce_trees is None else keep(self.reduce_trees))
+
     def families(self) -> list[dict[str, list[tuple[float, Tree]]]]:
         """The tree families: the broadcast trees, then the reduce trees where they differ."""
         return [self.trees] + ([] if self.reduce_trees is None else [self.reduce_trees])
@@ -362,33 +372,46 @@ MAX_TRANSFERS = 120_000
 COPIES = 4
 
 
-def emit_packing(builder, packing: Packing, elements: int, *, copies: int = COPIES,
-                 chunks_per_hop: int = CHUNKS_PER_HOP, min_chunk: int = 1,
-                 max_transfers: int | None = None) -> None:
-    """Reduce every server's shard (``segments(elements, N)`` by rank) up its trees into it and
-    broadcast it back down (``traffic.trees.emit_tree``): each tree copy carries an equal part
-    of the shard, pipelined in ``chunks_per_hop`` x height chunks of at least ``min_chunk``
-    elements, fewer where the schedule would pass ``max_transfers`` (default MAX_TRANSFERS;
-    every copy keeps one chunk at least). With ``packing.reduce_trees``, copy i of a shard is
-    reduced up the i-th reduce tree copy and broadcast down the i-th broadcast tree copy."""
+def copies_of(items: list[tuple[float, Tree]], copies: int) -> list[Tree]:
+    """``copies`` trees from a root's weighted trees: whole copies in proportion to their
+    rates (``split``), the heaviest first where there are fewer copies than trees."""
+    return [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
+            for _ in range(m)]
+
+
+def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
+                 chunks_per_hop: float = CHUNKS_PER_HOP, min_chunk: int = 1,
+                 max_transfers: int | None = None
+                 ) -> list[tuple[Tree, Tree, str, int, int, int]]:
+    """What ``emit_packing`` emits, one entry per tree copy: (reduce tree, broadcast tree,
+    root, offset, elements, chunks). Every server's shard (``segments(elements, N)`` by rank)
+    is cut into ``copies`` equal parts, one per tree copy (``copies_of``), each pipelined in
+    max(1, ``chunks_per_hop`` x height) chunks of at least ``min_chunk`` elements, fewer where
+    the schedule would pass ``max_transfers`` (default MAX_TRANSFERS; every copy keeps one
+    chunk at least). With ``packing.reduce_trees``, copy i of a shard is reduced up the i-th
+    reduce tree copy and broadcast down the i-th broadcast tree copy."""
     names = list(packing.trees)
     plan = []
-
-    def copied(items: list[tuple[float, Tree]]) -> list[Tree]:
-        return [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
-                for _ in range(m)]
-
     for (offset, count), root in zip(segments(elements, len(names)), names):
-        down = copied(packing.trees[root])
-        up = down if packing.reduce_trees is None else copied(packing.reduce_trees[root])
+        down = copies_of(packing.trees[root], copies)
+        up = down if packing.reduce_trees is None else copies_of(packing.reduce_trees[root],
+                                                                 copies)
         for tree, down_tree, (off, cnt) in zip(up, down, segments(count, copies)):
             if cnt:
                 height = max(depth(tree, root), depth(down_tree, root))
-                chunks = max(1, min(chunks_per_hop * height, cnt // min_chunk))
+                chunks = max(1, min(int(chunks_per_hop * height), cnt // min_chunk))
                 plan.append((tree, down_tree, root, offset + off, cnt, chunks))
     per_chunk = 2 * (len(names) - 1)
     budget = MAX_TRANSFERS if max_transfers is None else max_transfers
     total = per_chunk * sum(chunks for *_, chunks in plan)
     scale = min(1.0, budget / total) if total else 1.0
-    for tree, down_tree, root, off, cnt, chunks in plan:
-        emit_tree(builder, tree, root, off, cnt, max(1, int(chunks * scale)), down_tree)
+    return [(tree, down_tree, root, off, cnt, max(1, int(chunks * scale)))
+            for tree, down_tree, root, off, cnt, chunks in plan]
+
+
+def emit_packing(builder, packing: Packing, elements: int, **options) -> None:
+    """Reduce every server's shard up its trees into it and broadcast it back down
+    (``traffic.trees.emit_tree``), as ``packing_plan(packing, elements, **options)`` cuts
+    it."""
+    for tree, down_tree, root, off, cnt, chunks in packing_plan(packing, elements, **options):
+        emit_tree(builder, tree, root, off, cnt, chunks, down_tree)

@@ -14,7 +14,7 @@ from agent.policy import new_models, run_episode
 from agent.ppo import Rollout
 from traffic.schedule import validate
 
-CFG = EnvConfig(size_bytes=64 * 1024)
+CFG = EnvConfig(size_bytes=64 * 1024, forest_rows=False)  # forest rows: test_agent_forest.py
 
 
 @pytest.fixture(scope="module")

@@ -21,18 +21,16 @@ SMALL = {"seed": 3, "episodes": 8, "episodes_per_update": 4, "eval_every": 1, "s
 #: History of ``train(parse_instances(INSTANCES), TrainConfig(**SMALL))`` (seconds left
 #: out) from the in-process loop as it was before agent.rollouts (commit 0e53ee2).
 BEFORE = [
-    {"episodes": 4, "ref_ratio": 2.3372376327119113, "greedy_ref_ratio": 1.8344288147353804,
-     "best_ref_ratio": 1.8344288147353804, "upper_pg": -0.0029644416528753935,
-     "upper_v": 0.09051744490861893, "upper_ent": 1.2101954460144042,
-     "upper_kl": 0.000208798935636878, "lower_pg": -0.0016139539220603183,
-     "lower_v": 0.018748781410977244, "lower_ent": 0.4639337435364723,
-     "lower_kl": 8.394336327910423e-05},
-    {"episodes": 8, "ref_ratio": 2.156022554344558, "greedy_ref_ratio": 1.8344288147353804,
-     "best_ref_ratio": 1.8344288147353804, "upper_pg": -0.001162381115136668,
-     "upper_v": 0.023371096700429916, "upper_ent": 1.2911751568317413,
-     "upper_kl": 0.00023108448658604175, "lower_pg": -7.069504245009739e-05,
-     "lower_v": 0.02623640508390963, "lower_ent": 0.4826956570148468,
-     "lower_kl": 1.4094440575718182e-05},
+    {"episodes": 4, "ref_ratio": 1.9692628182988405, "greedy_ref_ratio": 1.5669266384911378,
+     "best_ref_ratio": 1.5669266384911378, "upper_pg": -0.002099792507942766, "upper_v":
+     0.07753873523324728, "upper_ent": 1.322505736351013, "upper_kl": 0.0003503669431665912,
+     "lower_pg": -0.0013654127105837688, "lower_v": 0.009660651674494147, "lower_ent":
+     0.4685995578765869, "lower_kl": 7.442333026119741e-05},
+    {"episodes": 8, "ref_ratio": 1.6034508722816683, "greedy_ref_ratio": 1.0, "best_ref_ratio":
+     1.0, "upper_pg": -0.002339036262128502, "upper_v": 0.007212573807919398, "upper_ent":
+     1.388249397277832, "upper_kl": 8.933029857871588e-05, "lower_pg": -0.000964944366387499,
+     "lower_v": 0.002309628704097122, "lower_ent": 0.4817497879266739, "lower_kl":
+     0.0001733122317091329},
 ]
 TINY_CLI = ["--instances", "bcube:n=2,k=1", "--episodes", "2", "--no-progress"]
 

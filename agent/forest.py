@@ -1,0 +1,173 @@
+"""Forest rows: the upper level's other kind of first decision.
+
+Besides a chunk count for growing trees hop by hop, the upper level's first step offers
+*forest rows*, each a whole family of aggregation trees for the instance:
+
+- the trees of the instance's own optimal packing LP (``traffic.collectives.packing_forest``,
+  column generation after ForestColl), configured by the row: how many tree copies each
+  shard is split over, which of each root's trees are kept (the heaviest one, two, or all),
+  and how finely each copy is pipelined (one piece, or ``per_hop`` pieces per server hop);
+- the tree families of the project's collectives that are trees too (``FAMILIES``: the
+  packing of rings where it reaches the optimum (``traffic.collectives.optimal_rings``; a
+  ring is N path-shaped trees), ``multitree``'s digit-correction trees or tree/ring
+  packings, ``ps-sharded``'s stars).
+
+The LP's trees reach the bandwidth optimum; what it does not know is the per-transfer cost,
+which makes fewer copies, trees and pieces (or another family) better on small buffers.
+Choosing the row is the learned decision. Every row is described by the same features,
+computed from its Schedule alone (``schedule_features``), in units that mean the same on
+any graph, so the scorer ranks families it has never seen by what they cost.
+
+Pure: networkx, numpy and the packing (scipy); no torch. The packing is solved once per
+graph (cached by ``topology.fingerprint``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from topology import fingerprint
+from traffic.collectives import _schedule, build, optimal_rings, packing_forest
+from traffic.cuts import link_capacities, tree_allreduce_rate
+from traffic.packing import MIN_CHUNK_BYTES, Packing, packing_plan
+from traffic.schedule import DTYPES, Schedule
+from traffic.trees import Builder, emit_tree
+
+#: (tree copies per shard, pieces per server hop of height (0: one piece), heaviest trees
+#: kept per root (None: all)) of the LP-forest rows, in the order they are offered.
+FOREST_OPTIONS: tuple[tuple[int, float, int | None], ...] = (
+    (1, 0, 1), (1, 4, 1), (2, 0, 2), (2, 1, 2), (2, 4, 2),
+    (4, 0, 1), (4, 0, 2), (4, 4, 1), (4, 4, 2), (4, 4, None),
+)
+#: Tree families offered as the project's collectives build them, after the LP-forest rows
+#: ("rings" only where they reach the optimum).
+FAMILIES = ("rings", "multitree", "ps-sharded")
+#: Upper-level feature columns a forest row fills (``agent.env.TreeBuildingEnv``): flag,
+#: then ``schedule_features``.
+FOREST_COLUMNS = (18, 19, 20, 21, 22)
+#: Packings kept in memory (one per graph).
+CACHE = 256
+_PACKINGS: dict[str, tuple[tuple[float, bool], Packing]] = {}
+_FORESTS: dict[tuple, list] = {}
+
+
+def packing_for(graph: nx.Graph) -> tuple[tuple[float, bool], Packing]:
+    """The (cached) ``traffic.cuts.tree_allreduce_rate`` of ``graph`` and its packing LP's
+    trees."""
+    key = fingerprint(graph)
+    if key not in _PACKINGS:
+        if len(_PACKINGS) >= CACHE:
+            del _PACKINGS[next(iter(_PACKINGS))]
+        rate = tree_allreduce_rate(graph)
+        _PACKINGS[key] = rate, packing_forest(graph, rate)
+    return _PACKINGS[key]
+
+
+@dataclass(frozen=True)
+class Forest:
+    """One forest row: its name, its Schedule and what it costs (``schedule_features``)."""
+
+    name: str
+    schedule: Schedule
+    #: Busiest directed link's bytes over its rate (seconds, bandwidth only).
+    link_s: float
+    #: Longest dependency chain, each transfer costing the fixed cost plus its bytes at its
+    #: path's slowest link (seconds), and that chain's length in transfers.
+    critical_s: float
+    chain: int
+    #: Transfers per server.
+    per_server: float
+
+    def features(self, lb_s: float, fixed_s: float) -> list[float]:
+        """The FOREST_COLUMNS values (``lb_s``: the lower bound, ``fixed_s``: the fixed cost
+        of one transfer)."""
+        return [1.0, self.link_s / lb_s, math.log1p(self.critical_s / lb_s),
+                math.log1p(self.chain * fixed_s / lb_s),
+                math.log1p(self.per_server * fixed_s / lb_s)]
+
+    def predicted_s(self) -> float:
+        """A closed-form guess of the makespan: the busiest link's time or the critical
+        chain's, whichever is longer (the ``predicted`` hand rule picks the smallest)."""
+        return max(self.link_s, self.critical_s)
+
+
+def schedule_features(graph: nx.Graph, schedule: Schedule, goodput: float,
+                      fixed_s: float) -> tuple[float, float, int, float]:
+    """(link_s, critical_s, chain, per_server) of a Schedule (see ``Forest``)."""
+    rate = {link: bits / 8 for link, bits in link_capacities(graph, goodput).items()}
+    unit = DTYPES[schedule.dtype]
+    load: dict[tuple[str, str], float] = {}
+    finish: dict[int, tuple[float, int]] = {}
+    senders = set()
+    for t in schedule.transfers:
+        nbytes = t.count * unit
+        links = list(zip(t.path, t.path[1:]))
+        slowest = min(rate[link] for link in links)
+        for link in links:
+            load[link] = load.get(link, 0.0) + nbytes
+        start, depth = max((finish[d] for d in t.deps if d in finish), default=(0.0, 0))
+        finish[t.id] = (start + fixed_s + nbytes / slowest, depth + 1)
+        senders.add(t.src)
+    link_s = max((b / rate[link] for link, b in load.items()), default=0.0)
+    critical_s, chain = max(finish.values(), default=(0.0, 0))
+    servers = sum(1 for _, role in graph.nodes(data="role") if role == "server")
+    return link_s, critical_s, chain, len(schedule.transfers) / max(1, servers)
+
+
+def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,
+                    dtype: str) -> Schedule:
+    """The Schedule of LP-forest option ``option`` (see FOREST_OPTIONS): every tree copy
+    reduced up and broadcast down (``traffic.trees.emit_tree``)."""
+    copies, per_hop, top = option
+    builder = Builder()
+    for tree, down_tree, root, off, cnt, chunks in packing_plan(
+            packing_for(graph)[1].top(top), size_bytes // DTYPES[dtype], copies=copies,
+            chunks_per_hop=per_hop, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype])):
+        emit_tree(builder, tree, root, off, cnt, chunks, down_tree)
+    return _schedule(graph, size_bytes, dtype, builder, "drl", style="forest", copies=copies,
+                     pieces_per_hop=per_hop, trees_per_root="all" if top is None else top)
+
+
+def option_name(option: tuple[int, float, int | None]) -> str:
+    """``lp 4x4/hop top2``: the row's name in tables."""
+    copies, per_hop, top = option
+    return (f"lp {copies}x{'1 piece' if not per_hop else f'{per_hop:g}/hop'}"
+            f" top{'all' if top is None else top}")
+
+
+def forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed_s: float,
+            count: int | None = None) -> list[Forest]:
+    """The first ``count`` (default all) forest rows of ``graph`` for a buffer of
+    ``size_bytes``: FOREST_OPTIONS, then FAMILIES (cached: training builds an env per
+    episode)."""
+    key = (fingerprint(graph), size_bytes, dtype, goodput, fixed_s, count)
+    if key not in _FORESTS:
+        if len(_FORESTS) >= CACHE:
+            del _FORESTS[next(iter(_FORESTS))]
+        _FORESTS[key] = _forests(graph, size_bytes, dtype, goodput, fixed_s, count)
+    return _FORESTS[key]
+
+
+def _forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed_s: float,
+             count: int | None) -> list[Forest]:
+    makers = [(option_name(o), lambda o=o: forest_schedule(graph, o, size_bytes, dtype))
+              for o in FOREST_OPTIONS]
+    makers += [("rings", lambda: optimal_rings(graph, size_bytes, dtype, packing_for(graph)[0]))]
+    makers += [(algo, lambda a=algo: build(a, graph, size_bytes, dtype)) for algo in FAMILIES[1:]]
+    out = []
+    for name, make in makers:
+        schedule = make()
+        if schedule is None or (count is not None and len(out) == count):
+            continue
+        out.append(Forest(name, schedule, *schedule_features(graph, schedule, goodput,
+                                                             fixed_s)))
+    return out
+
+
+def best_predicted(rows: list[Forest]) -> int:
+    """Index of the row ``Forest.predicted_s`` likes best."""
+    return int(np.argmin([f.predicted_s() for f in rows]))
