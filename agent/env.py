@@ -188,8 +188,7 @@ class TreeBuildingEnv(gym.Env):
     def _cost_ratio(self, chunks: int) -> float:
         """log(1 + a transfer's fixed cost / its chunk's time on the slowest link)."""
         chunk_s = self.cfg.size_bytes / chunks / float(self.rate_Bps[:-1].min())
-        fixed = self.cfg.startup_s + self.cfg.hop_latency_s * self.mean_hop_links
-        return math.log1p(fixed / chunk_s)
+        return math.log1p(self.fixed_s / chunk_s)
 
     @property
     def fixed_s(self) -> float:

@@ -31,6 +31,7 @@ import networkx as nx
 import numpy as np
 
 from topology import fingerprint
+from topology.routing import servers
 from traffic.collectives import _schedule, build, optimal_rings, packing_forest
 from traffic.cuts import link_capacities, tree_allreduce_rate
 from traffic.packing import MIN_CHUNK_BYTES, Packing, packing_plan
@@ -102,7 +103,6 @@ def schedule_features(graph: nx.Graph, schedule: Schedule, goodput: float,
     unit = DTYPES[schedule.dtype]
     load: dict[tuple[str, str], float] = {}
     finish: dict[int, tuple[float, int]] = {}
-    senders = set()
     for t in schedule.transfers:
         nbytes = t.count * unit
         links = list(zip(t.path, t.path[1:]))
@@ -111,11 +111,9 @@ def schedule_features(graph: nx.Graph, schedule: Schedule, goodput: float,
             load[link] = load.get(link, 0.0) + nbytes
         start, depth = max((finish[d] for d in t.deps if d in finish), default=(0.0, 0))
         finish[t.id] = (start + fixed_s + nbytes / slowest, depth + 1)
-        senders.add(t.src)
     link_s = max((b / rate[link] for link, b in load.items()), default=0.0)
     critical_s, chain = max(finish.values(), default=(0.0, 0))
-    servers = sum(1 for _, role in graph.nodes(data="role") if role == "server")
-    return link_s, critical_s, chain, len(schedule.transfers) / max(1, servers)
+    return link_s, critical_s, chain, len(schedule.transfers) / max(1, len(servers(graph)))
 
 
 def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,
@@ -160,8 +158,10 @@ def _forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed
     makers += [(algo, lambda a=algo: build(a, graph, size_bytes, dtype)) for algo in FAMILIES[1:]]
     out = []
     for name, make in makers:
+        if count is not None and len(out) == count:
+            break
         schedule = make()
-        if schedule is None or (count is not None and len(out) == count):
+        if schedule is None:
             continue
         out.append(Forest(name, schedule, *schedule_features(graph, schedule, goodput,
                                                              fixed_s)))
