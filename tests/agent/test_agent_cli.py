@@ -42,8 +42,12 @@ def test_training_smoke_losses_stay_finite(trained):
     assert len(lines) >= 3
     for line in lines:
         values = dict(re.findall(r"(\w+)=(\S+)", line))
-        for key in ("upper_pg", "upper_v", "upper_ent", "lower_pg", "lower_v", "lower_ent"):
+        # The upper level updates every time; the lower one only when some episode of the
+        # update grew trees hop by hop (a forest row ends the episode with nothing to order).
+        for key in ("upper_pg", "upper_v", "upper_ent"):
             assert math.isfinite(float(values[key])), line
+        for key in ("lower_pg", "lower_v", "lower_ent"):
+            assert math.isfinite(float(values.get(key, 0.0))), line
     assert out.exists() and out.stat().st_size < 200_000
     assert "x the best baseline" in text
 
