@@ -58,8 +58,8 @@ from traffic.schedule import DTYPES, Schedule
 CHUNK_OPTIONS = (1, 2, 4)
 #: Attachment rows offered per tree-building step.
 TREE_ROWS = 16
-#: Features per upper-level row (see ``TreeBuildingEnv``; 18-22: ``agent.forest``).
-F_UP = 23
+#: Features per upper-level row (see ``TreeBuildingEnv``; 18-23: ``agent.forest``).
+F_UP = 24
 #: Upper-row column holding the hand rule's rank (rank / TREE_ROWS; 0 on the chunk rows):
 #: the policy's prior logit is -strength x TREE_ROWS x this column (``agent.networks``).
 RANK_COL = 16
@@ -152,7 +152,10 @@ class TreeBuildingEnv(gym.Env):
     Chunk rows (the first step, one per feasible option): 0 flag (1); 1 chunks per server
     / 4; 2 log(1 + fixed cost of a transfer / a chunk's link time); 3 log2(N) / 6;
     17 = 2. Forest rows (the first step, after the chunk rows, ``EnvConfig.forest_rows``):
-    0 flag (1); 3 log2(N) / 6; 18-22 ``agent.forest.Forest.features``.
+    0 flag (1); 3 log2(N) / 6; 16 rank of the row under ``agent.forest.Forest.predicted_s``
+    / TREE_ROWS; 18-23 ``agent.forest.Forest.features``. Where forest rows are offered, the
+    chunk rows carry rank 1 in column 16: the prior starts the first decision at the
+    ``predicted`` hand rule, with growing trees hop by hop its runner-up.
     Choosing a forest row ends the episode: its Schedule is simulated as it is (its
     pipeline's dependencies order each link's pieces; the lower level has nothing to
     order)."""
@@ -254,8 +257,13 @@ class TreeBuildingEnv(gym.Env):
                 obs[i, [0, 1, 2, 3, 17]] = (1.0, c / 4, ratio, math.log2(self.n) / 6, ratio)
                 mask[i] = 1
             first = len(self.options)
+            if self.forests:
+                obs[:first, RANK_COL] = 1 / TREE_ROWS
+            ranks = np.argsort(np.argsort([f.predicted_s() for f in self.forests],
+                                          kind="stable"), kind="stable")
             for i, forest in enumerate(self.forests):
-                obs[first + i, [0, 3]] = (1.0, math.log2(self.n) / 6)
+                obs[first + i, [0, 3, RANK_COL]] = (1.0, math.log2(self.n) / 6,
+                                                    ranks[i] / TREE_ROWS)
                 obs[first + i, list(FOREST_COLUMNS)] = forest.features(self.lb_s, self.fixed_s)
                 mask[first + i] = 1
             self.offered = np.arange(first + len(self.forests))

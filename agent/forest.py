@@ -32,7 +32,7 @@ import numpy as np
 
 from topology import fingerprint
 from topology.routing import servers
-from traffic.collectives import _schedule, build, optimal_rings, packing_forest
+from traffic.collectives import build, from_builder, optimal_rings, packing_forest
 from traffic.cuts import link_capacities, tree_allreduce_rate
 from traffic.packing import MIN_CHUNK_BYTES, Packing, packing_plan
 from traffic.schedule import DTYPES, Schedule
@@ -49,7 +49,7 @@ FOREST_OPTIONS: tuple[tuple[int, float, int | None], ...] = (
 FAMILIES = ("rings", "multitree", "ps-sharded")
 #: Upper-level feature columns a forest row fills (``agent.env.TreeBuildingEnv``): flag,
 #: then ``schedule_features``.
-FOREST_COLUMNS = (18, 19, 20, 21, 22)
+FOREST_COLUMNS = (18, 19, 20, 21, 22, 23)
 #: Packings kept in memory (one per graph).
 CACHE = 256
 _PACKINGS: dict[str, tuple[tuple[float, bool], Packing]] = {}
@@ -88,7 +88,8 @@ class Forest:
         of one transfer)."""
         return [1.0, self.link_s / lb_s, math.log1p(self.critical_s / lb_s),
                 math.log1p(self.chain * fixed_s / lb_s),
-                math.log1p(self.per_server * fixed_s / lb_s)]
+                math.log1p(self.per_server * fixed_s / lb_s),
+                math.log1p(self.predicted_s() / lb_s)]
 
     def predicted_s(self) -> float:
         """A closed-form guess of the makespan: the busiest link's time or the critical
@@ -126,7 +127,7 @@ def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size
             packing_for(graph)[1].top(top), size_bytes // DTYPES[dtype], copies=copies,
             chunks_per_hop=per_hop, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype])):
         emit_tree(builder, tree, root, off, cnt, chunks, down_tree)
-    return _schedule(graph, size_bytes, dtype, builder, "drl", style="forest", copies=copies,
+    return from_builder(graph, size_bytes, dtype, builder, "drl", style="forest", copies=copies,
                      pieces_per_hop=per_hop, trees_per_root="all" if top is None else top)
 
 

@@ -18,7 +18,7 @@ from traffic.schedule import Schedule
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 #: The one shipped checkpoint, trained on the instances of ``agent.instances.TRAIN``.
 GENERAL = CHECKPOINT_DIR / "general.pt"
-CHECKPOINT_FORMAT = 3
+CHECKPOINT_FORMAT = 4
 
 
 def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowScorer | None,
@@ -78,8 +78,9 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
 
 def new_models(hidden: int, slots: int, prior: float,
                rank_prior: float = 0.0) -> tuple[RowScorer, RowScorer]:
-    """Freshly initialised (upper, lower) networks: the upper one starts near the greedy
-    least-load rule (logit -``rank_prior`` per rank of an attachment row), the lower one
+    """Freshly initialised (upper, lower) networks: the upper one starts near the hand rules
+    (logit -``rank_prior`` per rank: of a forest row under the ``predicted`` rule at the
+    first decision, of an attachment row under the greedy least-load key), the lower one
     over ``slots`` + 1 rows near the FIFO round filler (prior of strength ``prior``)."""
     return (RowScorer(F_UP, hidden, TREE_ROWS, rank_col=RANK_COL,
                       rank_strength=rank_prior * TREE_ROWS),

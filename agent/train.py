@@ -66,8 +66,8 @@ class TrainConfig:
     #: graphs differ more than a value network of one state's rows can tell); 1: the value
     #: network's estimate.
     group: int = 4
-    #: Strength of the upper level's prior towards the greedy least-load row (logit per
-    #: rank; 0: none).
+    #: Strength of the upper level's prior towards the hand rules' rows (logit per rank: the
+    #: ``predicted`` forest row first, then the greedy least-load attachment; 0: none).
     rank_prior: float = 0.5
     #: Episodes collected before each PPO update.
     episodes_per_update: int = 16

@@ -35,8 +35,10 @@ def _elements(size_bytes: int, dtype: str) -> int:
     return int(size_bytes) // item
 
 
-def _schedule(graph: nx.Graph, size_bytes: int, dtype: str, builder: Builder, algo: str,
+def from_builder(graph: nx.Graph, size_bytes: int, dtype: str, builder: Builder, algo: str,
               **meta: object) -> Schedule:
+    """The Schedule of ``builder``'s transfers on ``graph``, made by ``algo`` (``meta``: the
+    Schedule's meta)."""
     return Schedule(topology=topology_of(graph), size_bytes=int(size_bytes), dtype=dtype,
                     transfers=tuple(builder.transfers), algo=algo, meta=dict(meta))
 
@@ -97,7 +99,7 @@ def ring(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
     paths = [router.path(order[i], order[(i + 1) % n], 1.0) for i in range(n)]
     builder = Builder()
     emit_ring(builder, order, paths, 0, elements)
-    return _schedule(graph, size_bytes, dtype, builder, "ring", order=order)
+    return from_builder(graph, size_bytes, dtype, builder, "ring", order=order)
 
 
 # -- parameter servers -----------------------------------------------------------------------
@@ -127,7 +129,7 @@ def ps(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *, root: str | 
         for v in others:
             last_pull[v] = builder.add(root, v, off, cnt, "copy", down[v],
                                        pushed + [last_pull.get(v)])
-    return _schedule(graph, size_bytes, dtype, builder, "ps", root=root)
+    return from_builder(graph, size_bytes, dtype, builder, "ps", root=root)
 
 
 def ps_sharded(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:
@@ -153,7 +155,7 @@ def ps_sharded(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sche
             dst = names[(j + shift) % n]
             path = router.path(names[j], dst, cnt)
             builder.add(names[j], dst, off, cnt, "copy", path, into[j])
-    return _schedule(graph, size_bytes, dtype, builder, "ps-sharded")
+    return from_builder(graph, size_bytes, dtype, builder, "ps-sharded")
 
 
 # -- trees -----------------------------------------------------------------------------------
@@ -175,7 +177,7 @@ def tree(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
     chunks = chunks or _auto_chunks(depth(spanning, root), elements)
     builder = Builder()
     emit_tree(builder, spanning, root, 0, elements, chunks)
-    return _schedule(graph, size_bytes, dtype, builder, "tree", root=root, chunks=chunks)
+    return from_builder(graph, size_bytes, dtype, builder, "tree", root=root, chunks=chunks)
 
 
 def double_tree(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
@@ -200,7 +202,7 @@ def double_tree(graph: nx.Graph, size_bytes: int, dtype: str = "float32", *,
         c = chunks or _auto_chunks(depth(spanning, root), cnt)
         emit_tree(builder, spanning, root, off, cnt, c)
         used.append(root)
-    return _schedule(graph, size_bytes, dtype, builder, "double-tree", roots=used)
+    return from_builder(graph, size_bytes, dtype, builder, "double-tree", roots=used)
 
 
 def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedule:
@@ -225,19 +227,19 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
     if intact and spec["family"] == "bcube" and elements >= n:
         parts = segments(elements, max(1, min(spec["params"]["k"] + 1, elements // n)))
         bcube_multitree(builder, graph, parts)
-        return _schedule(graph, size_bytes, dtype, builder, "multitree", style="bcube-levels")
+        return from_builder(graph, size_bytes, dtype, builder, "multitree", style="bcube-levels")
     if n < 2:
-        return _schedule(graph, size_bytes, dtype, builder, "multitree")
+        return from_builder(graph, size_bytes, dtype, builder, "multitree")
     rings, ring_cost = ring_packing(router)
     packed, tree_cost = _best_tree_packing(graph, elements)
     if tree_cost < ring_cost * (1 - 1e-9):
         for (root, spanning, chunks), (off, cnt) in zip(packed, segments(elements, len(packed)),
                                                          strict=False):
             emit_tree(builder, spanning, root, off, cnt, chunks)
-        return _schedule(graph, size_bytes, dtype, builder, "multitree", style="trees",
+        return from_builder(graph, size_bytes, dtype, builder, "multitree", style="trees",
                          roots=[root for root, _, _ in packed])
     _emit_rings(builder, rings, elements)
-    return _schedule(graph, size_bytes, dtype, builder, "multitree", style="rings",
+    return from_builder(graph, size_bytes, dtype, builder, "multitree", style="rings",
                      rings=len(rings))
 
 
@@ -281,28 +283,30 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     router = _router(graph)
     builder = Builder()
     if len(router.servers) < 2:
-        return _schedule(graph, size_bytes, dtype, builder, "packing")
+        return from_builder(graph, size_bytes, dtype, builder, "packing")
     rate = tree_allreduce_rate(graph)
-    rings = optimal_rings(graph, size_bytes, dtype, rate)
+    rings = optimal_rings(graph, size_bytes, dtype, rate, router=router)
     if rings is not None:
         return rings
     packed = packing_forest(graph, rate)
     emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
-    return _schedule(graph, size_bytes, dtype, builder, "packing", style="trees",
+    return from_builder(graph, size_bytes, dtype, builder, "packing", style="trees",
                      trees=sum(len(items) for family in packed.families()
                                for items in family.values()),
                      rate_to_optimum=packed.rate / packed.optimum)
 
 
 def optimal_rings(graph: nx.Graph, size_bytes: int, dtype: str = "float32",
-                  rate: tuple[float, bool] | None = None) -> Schedule | None:
+                  rate: tuple[float, bool] | None = None, *,
+                  router: Router | None = None) -> Schedule | None:
     """``packing``'s Schedule where a packing of rings (``traffic.rings.ring_packing``)
     reaches the tree-packing optimum, else None. ``rate``: ``tree_allreduce_rate``'s
-    answer when the caller has it. At least two servers."""
+    answer, ``router``: the graph's Router, when the caller has them. At least two
+    servers."""
     x, overlapped = rate if rate is not None else tree_allreduce_rate(graph)
     if overlapped:
         return None
-    router = _router(graph)
+    router = router or _router(graph)
     rings, ring_cost = ring_packing(router)
     # ring_cost: buffer fraction per directed link over its capacity in Mbit/s; the rings
     # reach the optimum when that time equals (1/N) / x (x in bit/s per server).
@@ -310,7 +314,7 @@ def optimal_rings(graph: nx.Graph, size_bytes: int, dtype: str = "float32",
         return None
     builder = Builder()
     _emit_rings(builder, rings, _elements(size_bytes, dtype))
-    return _schedule(graph, size_bytes, dtype, builder, "packing", style="rings",
+    return from_builder(graph, size_bytes, dtype, builder, "packing", style="rings",
                      rings=len(rings))
 
 

@@ -19,18 +19,20 @@ INSTANCES = "bcube:n=2,k=1 dcell:n=2,k=1"
 SMALL = {"seed": 3, "episodes": 8, "episodes_per_update": 4, "eval_every": 1, "selection": 2,
          "group": 2, "settings": ["calibrated 64KiB", "bandwidth 8MiB"]}
 #: History of ``train(parse_instances(INSTANCES), TrainConfig(**SMALL))`` (seconds left
-#: out) from the in-process loop as it was before agent.rollouts (commit 0e53ee2).
+#: out) from the in-process loop, recorded when the first decision's prior started at the
+#: ``predicted`` forest row (checkpoint format 4).
 BEFORE = [
-    {"episodes": 4, "ref_ratio": 1.9692628182988405, "greedy_ref_ratio": 1.5669266384911378,
-     "best_ref_ratio": 1.5669266384911378, "upper_pg": -0.002099792507942766, "upper_v":
-     0.07753873523324728, "upper_ent": 1.322505736351013, "upper_kl": 0.0003503669431665912,
-     "lower_pg": -0.0013654127105837688, "lower_v": 0.009660651674494147, "lower_ent":
-     0.4685995578765869, "lower_kl": 7.442333026119741e-05},
-    {"episodes": 8, "ref_ratio": 1.6034508722816683, "greedy_ref_ratio": 1.0, "best_ref_ratio":
-     1.0, "upper_pg": -0.002339036262128502, "upper_v": 0.007212573807919398, "upper_ent":
-     1.388249397277832, "upper_kl": 8.933029857871588e-05, "lower_pg": -0.000964944366387499,
-     "lower_v": 0.002309628704097122, "lower_ent": 0.4817497879266739, "lower_kl":
-     0.0001733122317091329},
+    {"episodes": 4, "ref_ratio": 1.9692628182988405, "greedy_ref_ratio": 0.8752286633444772,
+     "best_ref_ratio": 0.8752286633444772, "upper_pg": -0.001396080874837935, "upper_v":
+     0.06447022918146103, "upper_ent": 1.3110283613204956, "upper_kl": 0.000381863524671644,
+     "lower_pg": -0.0029228234925540164, "lower_v": 0.00855938345193863, "lower_ent":
+     0.4698590114712715, "lower_kl": 0.0001207963041451876},
+    {"episodes": 8, "ref_ratio": 1.7533542007916165, "greedy_ref_ratio": 0.8752286633444772,
+     "best_ref_ratio": 0.8752286633444772, "upper_pg": -0.003285999340005219, "upper_v":
+     0.007295900140888989, "upper_ent": 1.3848958492279053, "upper_kl":
+     0.00031798669951967897, "lower_pg": -0.00015670949360355735, "lower_v":
+     0.015191132156178355, "lower_ent": 0.49593865871429443, "lower_kl":
+     7.52372686633862e-05},
 ]
 TINY_CLI = ["--instances", "bcube:n=2,k=1", "--episodes", "2", "--no-progress"]
 
