@@ -332,10 +332,15 @@ class TreeBuildingEnv(gym.Env):
         return (np.zeros((TREE_ROWS, F_UP), np.float32),
                 float(-makespan / self.reference_s), True, False, info)
 
+    def forest_makespan(self, forest) -> float:
+        """Simulated makespan (seconds) of forest row ``forest`` under this env's costs."""
+        return float(simulate(self.graph, forest.schedule,
+                              **self.cfg.cost().kwargs()).makespan_s)
+
     def _end_forest(self, forest, invalid: bool):
         schedule = replace(forest.schedule, algo="drl",
                            meta={**forest.schedule.meta, "forest": forest.name})
-        makespan = float(simulate(self.graph, schedule, **self.cfg.cost().kwargs()).makespan_s)
+        makespan = self.forest_makespan(forest)
         self.mask = np.zeros(TREE_ROWS, np.int8)
         info = {"action_mask": self.mask.copy(), "invalid_action": invalid,
                 "makespan_s": makespan, "schedule": schedule, "plan": None,

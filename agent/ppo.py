@@ -104,3 +104,30 @@ def update(model: RowScorer, optimizer: torch.optim.Optimizer, ro: Rollout, *, g
             stats["ent"].append(entropy.mean().item())
             stats["kl"].append(kl.item())
     return {key: float(np.mean(vals)) for key, vals in stats.items()}
+
+
+def rank_update(model: RowScorer, optimizer: torch.optim.Optimizer, obs: list[np.ndarray],
+                ratios: list[np.ndarray], *, temp: float, epochs: int,
+                max_grad_norm: float) -> float:
+    """Full-information steps for decisions whose rows' outcomes are all known
+    (``ratios``: per decision, each row's makespan over the reference, inf where not
+    known): fits the model's softmax over the known rows to softmax(-ratio / ``temp``) by
+    cross-entropy, ``epochs`` full-batch steps. Returns the last step's KL divergence
+    (target to model)."""
+    o = torch.as_tensor(np.stack(obs))
+    r = torch.as_tensor(np.stack(ratios), dtype=torch.float32)
+    known = torch.isfinite(r)
+    best = torch.where(known, r, torch.inf).min(1, keepdim=True).values
+    target = torch.softmax(torch.where(known, -(r - best) / temp, -torch.inf), dim=-1)
+    entropy = -(target * torch.where(known, target.clamp_min(1e-30).log(), 0.0)).sum(1)
+    kl = torch.zeros(())
+    for _ in range(epochs):
+        logits, _ = model(o, known)
+        logp = torch.log_softmax(logits, dim=-1)
+        loss = -(target * torch.where(known, logp, 0.0)).sum(1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        optimizer.step()
+        kl = loss.detach() - entropy.mean()
+    return float(kl)

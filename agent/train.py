@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from agent.env import EnvConfig
+from agent.env import TREE_ROWS, EnvConfig, TreeBuildingEnv
 from agent.instances import SETTINGS, TRAIN, graphs, label
 from agent.networks import RowScorer
 from agent.policy import new_models, run_episode, save_checkpoint
-from agent.ppo import Rollout, update
+from agent.ppo import Rollout, rank_update, update
 from agent.rules import baseline_makespans
 from topology import make_graph
 from topology.cli import ArgumentParser, run
@@ -102,6 +102,14 @@ class TrainConfig:
     #: off). On for DCell(3,1), whose chains run best on their data dependencies
     #: (agent/configs/dcell-3-1.json; off there, training stays above 1.34).
     sampled_keep_better: bool = False
+    #: The first decision's forest rows need no later decision to be scored, so every
+    #: offered forest row of each (graph, setting) drawn is simulated once, and after each
+    #: PPO update the upper scorer's first decisions seen so far are fitted to them (full
+    #: information: cross-entropy towards a softmax of the rows' makespans over the
+    #: reference at temperature ``forest_temp``, ``forest_epochs`` full-batch steps;
+    #: ``agent.ppo.rank_update``). 0: PPO alone.
+    forest_temp: float = 0.01
+    forest_epochs: int = 16
     #: What both levels optimise (size and costs are replaced by each episode's setting).
     env: EnvConfig = field(default_factory=EnvConfig)
 
@@ -114,9 +122,11 @@ class TrainConfig:
         if not self.settings:
             raise ValueError("settings names no setting")
         for name in ("episodes", "episodes_per_update", "hidden", "update_epochs",
-                     "minibatches", "eval_every", "selection", "group"):
+                     "minibatches", "eval_every", "selection", "group", "forest_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.forest_temp >= 0:
+            raise ValueError(f"forest_temp must be >= 0, got {self.forest_temp!r}")
 
 
 def config_from_file(path: str, **overrides) -> TrainConfig:
@@ -156,6 +166,34 @@ class References:
             env = episode_config(self.cfg, setting)
             self.known[(i, setting)] = min(baseline_makespans(graph, env).values())
         return self.known[(i, setting)]
+
+
+class FirstDecisions:
+    """The first decision of every (graph, setting) seen, with full information: its
+    observation and each forest row's simulated makespan over the reference (inf on the
+    other rows), computed once."""
+
+    def __init__(self, pool: list[nx.Graph], cfg: TrainConfig, reference: References) -> None:
+        self.pool, self.cfg, self.reference = pool, cfg, reference
+        self.known: dict[tuple[int, str], tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def add(self, i: int, setting: str) -> None:
+        """Simulate the forest rows of ``pool[i]`` under ``setting`` (once)."""
+        if (i, setting) in self.known:
+            return
+        ref = self.reference(i, self.pool[i], setting)
+        env = TreeBuildingEnv(self.pool[i], episode_config(self.cfg, setting), reference_s=ref)
+        obs, _ = env.reset()
+        ratios = np.full(TREE_ROWS, np.inf)
+        first = len(env.options)
+        for j, forest in enumerate(env.forests):
+            ratios[first + j] = env.forest_makespan(forest) / ref
+        self.known[(i, setting)] = (obs, ratios) if env.forests else None
+
+    def batch(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(observations, ratios) of every first decision seen that has forest rows."""
+        rows = [v for v in self.known.values() if v is not None]
+        return [o for o, _ in rows], [r for _, r in rows]
 
 
 class Episodes:
@@ -269,6 +307,7 @@ def _train(pool: list[nx.Graph], cfg: TrainConfig, progress: bool, runners):
     opt_up = torch.optim.Adam(upper.parameters(), lr=cfg.lr, eps=1e-5)
     opt_lo = torch.optim.Adam(lower.parameters(), lr=cfg.lr, eps=1e-5)
     episodes = Episodes(pool, cfg, upper, lower)
+    firsts = FirstDecisions(pool, cfg, episodes.reference)
     draw = np.random.default_rng([cfg.seed, 1])
     selection = [(int(draw.integers(len(pool))), cfg.settings[int(draw.integers(
         len(cfg.settings)))]) for _ in range(cfg.selection)]
@@ -314,6 +353,14 @@ def _train(pool: list[nx.Graph], cfg: TrainConfig, progress: bool, runners):
                       minibatches=cfg.minibatches, max_grad_norm=cfg.max_grad_norm, rng=rng)
         losses = {f"upper_{k}": v for k, v in
                   update(upper, opt_up, up_ro, lam=cfg.upper_lambda, **common).items()}
+        if cfg.forest_temp > 0:
+            for i, setting in pairs:
+                firsts.add(i, setting)
+            obs, ratios = firsts.batch()
+            if obs:
+                losses["upper_rank_kl"] = rank_update(
+                    upper, opt_up, obs, ratios, temp=cfg.forest_temp,
+                    epochs=cfg.forest_epochs, max_grad_norm=cfg.max_grad_norm)
         if cfg.train_lower and len(lo_ro):
             losses |= {f"lower_{k}": v for k, v in
                        update(lower, opt_lo, lo_ro, lam=cfg.lower_lambda, **common).items()}

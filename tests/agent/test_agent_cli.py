@@ -44,7 +44,7 @@ def test_training_smoke_losses_stay_finite(trained):
         values = dict(re.findall(r"(\w+)=(\S+)", line))
         # The upper level updates every time; the lower one only when some episode of the
         # update grew trees hop by hop (a forest row ends the episode with nothing to order).
-        for key in ("upper_pg", "upper_v", "upper_ent"):
+        for key in ("upper_pg", "upper_v", "upper_ent", "upper_rank_kl"):
             assert math.isfinite(float(values[key])), line
         for key in ("lower_pg", "lower_v", "lower_ent"):
             assert math.isfinite(float(values.get(key, 0.0))), line

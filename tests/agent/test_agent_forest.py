@@ -2,12 +2,16 @@
 
 import math
 
+import numpy as np
 import pytest
+import torch
 
 import topology
-from agent.env import EnvConfig, TreeBuildingEnv
+from agent.env import F_UP, TREE_ROWS, EnvConfig, TreeBuildingEnv
 from agent.forest import FAMILIES, FOREST_COLUMNS, FOREST_OPTIONS, schedule_features
 from agent.instances import degrade
+from agent.networks import RowScorer
+from agent.ppo import rank_update
 from agent.rules import baseline_makespans, rule_schedule
 from simulator import CALIBRATED
 from traffic.collectives import _router
@@ -90,3 +94,43 @@ def test_predicted_rule_picks_a_forest_row():
     schedule, makespan = rule_schedule(graph, CFG, "predicted", 1)
     validate(schedule, graph)
     assert makespan > 0 and schedule.meta["forest"]
+
+
+def test_first_decisions_score_every_forest_row_as_playing_it_does():
+    from agent.train import FirstDecisions, References, TrainConfig
+
+    graph = topology.make_graph("dcell", n=2, k=1)
+    cfg = TrainConfig(settings=("calibrated 64KiB",))
+    references = References(cfg)
+    firsts = FirstDecisions([graph], cfg, references)
+    firsts.add(0, "calibrated 64KiB")
+    (obs,), (ratios,) = firsts.batch()
+    ref = references(0, graph, "calibrated 64KiB")
+    env = TreeBuildingEnv(graph, CFG, reference_s=ref)
+    first = len(env.options)
+    assert np.isinf(ratios[:first]).all()
+    assert np.isfinite(ratios[first:first + len(env.forests)]).all()
+    for j in range(len(env.forests)):
+        env.reset()
+        _, reward, done, _, _ = env.step(first + j)
+        assert done and ratios[first + j] == pytest.approx(-reward, rel=1e-12)
+
+
+def test_rank_update_moves_the_choice_to_the_best_known_row():
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    model = RowScorer(F_UP, 32, TREE_ROWS)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    obs = [rng.random((TREE_ROWS, F_UP)).astype(np.float32) for _ in range(4)]
+    ratios = []
+    for _ in range(4):
+        r = np.full(TREE_ROWS, np.inf)
+        r[2:8] = 1.0 + 0.1 * rng.permutation(6)
+        ratios.append(r)
+    before = rank_update(model, opt, obs, ratios, temp=0.05, epochs=1, max_grad_norm=0.5)
+    after = rank_update(model, opt, obs, ratios, temp=0.05, epochs=300, max_grad_norm=0.5)
+    assert after < before
+    with torch.no_grad():
+        logits, _ = model(torch.as_tensor(np.stack(obs)),
+                          torch.as_tensor(np.isfinite(np.stack(ratios))))
+    assert (logits.argmax(1).numpy() == np.stack(ratios).argmin(1)).all()

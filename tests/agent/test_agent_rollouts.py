@@ -20,19 +20,21 @@ SMALL = {"seed": 3, "episodes": 8, "episodes_per_update": 4, "eval_every": 1, "s
          "group": 2, "settings": ["calibrated 64KiB", "bandwidth 8MiB"]}
 #: History of ``train(parse_instances(INSTANCES), TrainConfig(**SMALL))`` (seconds left
 #: out) from the in-process loop, recorded when the first decision's prior started at the
-#: ``predicted`` forest row (checkpoint format 4).
+#: ``predicted`` forest row and the forest rows were also fitted with full information
+#: (checkpoint format 4).
 BEFORE = [
     {"episodes": 4, "ref_ratio": 1.9692628182988405, "greedy_ref_ratio": 0.8752286633444772,
-     "best_ref_ratio": 0.8752286633444772, "upper_pg": -0.001396080874837935, "upper_v":
-     0.06447022918146103, "upper_ent": 1.3110283613204956, "upper_kl": 0.000381863524671644,
-     "lower_pg": -0.0029228234925540164, "lower_v": 0.00855938345193863, "lower_ent":
-     0.4698590114712715, "lower_kl": 0.0001207963041451876},
-    {"episodes": 8, "ref_ratio": 1.7533542007916165, "greedy_ref_ratio": 0.8752286633444772,
-     "best_ref_ratio": 0.8752286633444772, "upper_pg": -0.003285999340005219, "upper_v":
-     0.007295900140888989, "upper_ent": 1.3848958492279053, "upper_kl":
-     0.00031798669951967897, "lower_pg": -0.00015670949360355735, "lower_v":
-     0.015191132156178355, "lower_ent": 0.49593865871429443, "lower_kl":
-     7.52372686633862e-05},
+     "best_ref_ratio": 0.8752286633444772, "upper_pg": -0.001396080874837935,
+     "upper_v": 0.06447022918146103, "upper_ent": 1.3110283613204956,
+     "upper_kl": 0.000381863524671644, "upper_rank_kl": 0.7335848808288574,
+     "lower_pg": -0.0029228234925540164, "lower_v": 0.00855938345193863,
+     "lower_ent": 0.4698590114712715, "lower_kl": 0.0001207963041451876},
+    {"episodes": 8, "ref_ratio": 1.5996327467855738, "greedy_ref_ratio": 0.8752286633444772,
+     "best_ref_ratio": 0.8752286633444772, "upper_pg": 0.21555342129431665,
+     "upper_v": 0.006459429103415459, "upper_ent": 1.3811760246753693,
+     "upper_kl": 0.00023798091024218593, "upper_rank_kl": 0.6395554542541504,
+     "lower_pg": -0.00037631775194313377, "lower_v": 0.0020738050516229123,
+     "lower_ent": 0.48836900293827057, "lower_kl": 0.00011669814375636633},
 ]
 TINY_CLI = ["--instances", "bcube:n=2,k=1", "--episodes", "2", "--no-progress"]
 
