@@ -60,8 +60,9 @@ CHUNK_OPTIONS = (1, 2, 4)
 TREE_ROWS = 16
 #: Features per upper-level row (see ``TreeBuildingEnv``; 18-23: ``agent.forest``).
 F_UP = 24
-#: Upper-row column holding the hand rule's rank (rank / TREE_ROWS; 0 on the chunk rows):
-#: the policy's prior logit is -strength x TREE_ROWS x this column (``agent.networks``).
+#: Upper-row column holding a hand rule's rank / TREE_ROWS (the greedy least-load key's on
+#: attachment rows, ``predicted``'s on forest rows, 1 on chunk rows beside forest rows, else
+#: 0): the policy's prior logit is -strength x TREE_ROWS x this column (``agent.networks``).
 RANK_COL = 16
 #: Features per lower-level row (see ``WorkloadEnv._observe``).
 F_LO = 12
@@ -155,7 +156,7 @@ class TreeBuildingEnv(gym.Env):
     0 flag (1); 3 log2(N) / 6; 16 rank of the row under ``agent.forest.Forest.predicted_s``
     / TREE_ROWS; 18-23 ``agent.forest.Forest.features``. Where forest rows are offered, the
     chunk rows carry rank 1 in column 16: the prior starts the first decision at the
-    ``predicted`` hand rule, with growing trees hop by hop its runner-up.
+    ``predicted`` hand rule, growing trees hop by hop tied with the second forest row.
     Choosing a forest row ends the episode: its Schedule is simulated as it is (its
     pipeline's dependencies order each link's pieces; the lower level has nothing to
     order)."""

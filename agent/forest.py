@@ -48,7 +48,7 @@ FOREST_OPTIONS: tuple[tuple[int, float, int | None], ...] = (
 #: ("rings" only where they reach the optimum).
 FAMILIES = ("rings", "multitree", "ps-sharded")
 #: Upper-level feature columns a forest row fills (``agent.env.TreeBuildingEnv``): flag,
-#: then ``schedule_features``.
+#: then ``Forest.features`` (``schedule_features`` and ``Forest.predicted_s``).
 FOREST_COLUMNS = (18, 19, 20, 21, 22, 23)
 #: Packings kept in memory (one per graph).
 CACHE = 256
@@ -128,7 +128,7 @@ def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size
             chunks_per_hop=per_hop, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype])):
         emit_tree(builder, tree, root, off, cnt, chunks, down_tree)
     return from_builder(graph, size_bytes, dtype, builder, "drl", style="forest", copies=copies,
-                     pieces_per_hop=per_hop, trees_per_root="all" if top is None else top)
+                        pieces_per_hop=per_hop, trees_per_root="all" if top is None else top)
 
 
 def option_name(option: tuple[int, float, int | None]) -> str:

@@ -30,7 +30,7 @@ class RowScorer(nn.Module):
     added to the learned scores: a policy that starts near a known rule and learns
     corrections to it (the lower level's rows come sorted oldest-ready first, and a prior
     falling with the row index starts it near the FIFO round filler; the upper level's
-    rows carry their rank under the greedy least-load key in ``rank_col``)."""
+    rows carry their rank under a hand rule in ``rank_col``: ``agent.env.RANK_COL``)."""
 
     def __init__(self, n_features: int, hidden: int = 64, rows: int = 1,
                  prior: torch.Tensor | None = None, rank_col: int = -1,

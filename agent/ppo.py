@@ -112,8 +112,8 @@ def rank_update(model: RowScorer, optimizer: torch.optim.Optimizer, obs: list[np
     """Full-information steps for decisions whose rows' outcomes are all known
     (``ratios``: per decision, each row's makespan over the reference, inf where not
     known): fits the model's softmax over the known rows to softmax(-ratio / ``temp``) by
-    cross-entropy, ``epochs`` full-batch steps. Returns the last step's KL divergence
-    (target to model)."""
+    cross-entropy, ``epochs`` full-batch steps. Returns the KL divergence (target to model)
+    measured at the last step, before its update."""
     o = torch.as_tensor(np.stack(obs))
     r = torch.as_tensor(np.stack(ratios), dtype=torch.float32)
     known = torch.isfinite(r)

@@ -3,11 +3,13 @@
 Trains one policy for every topology: both levels jointly, with PPO, on episodes drawn from
 a distribution of instances (by default the training split of ``agent.instances``, with
 its degraded copies) and settings (buffer size and cost model, ``agent.instances.SETTINGS``).
-Every episode the upper policy chooses a chunk count and grows a tree per chunk, the lower
-policy orders the transfers into rounds, the simulator runs the Schedule; the upper level
-receives ``-makespan / reference`` (the reference: the best baseline on that instance and
-setting, so rewards mean the same on every graph) and the lower level what its ordering
-gained over the plan's data-dependency-only makespan. Each update prints one ``losses``
+Every episode the upper policy either picks a forest row (``agent.forest``) or chooses a
+chunk count and grows a tree per chunk, which the lower policy orders into rounds; the
+simulator runs the Schedule; the upper level receives ``-makespan / reference`` (the
+reference: the best baseline on that instance and setting, so rewards mean the same on
+every graph) and the lower level what its ordering gained over the plan's
+data-dependency-only makespan. The first decision's forest rows are also fitted with full
+information (``FirstDecisions``, ``agent.ppo.rank_update``). Each update prints one ``losses``
 line; the progress bar shows the running makespan ratio to the reference. With
 ``--workers N`` (N > 1) or ``--address``, Ray actors play each update's episodes in
 parallel (``agent.rollouts``) and this process learns; ``--workers 1`` runs without Ray.
@@ -188,7 +190,8 @@ class FirstDecisions:
         first = len(env.options)
         for j, forest in enumerate(env.forests):
             ratios[first + j] = env.forest_makespan(forest) / ref
-        self.known[(i, setting)] = (obs, ratios) if env.forests else None
+        # A decision without a finite makespan (no forest rows) teaches nothing.
+        self.known[(i, setting)] = (obs, ratios) if np.isfinite(ratios).any() else None
 
     def batch(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(observations, ratios) of every first decision seen that has forest rows."""

@@ -36,7 +36,7 @@ def _elements(size_bytes: int, dtype: str) -> int:
 
 
 def from_builder(graph: nx.Graph, size_bytes: int, dtype: str, builder: Builder, algo: str,
-              **meta: object) -> Schedule:
+                 **meta: object) -> Schedule:
     """The Schedule of ``builder``'s transfers on ``graph``, made by ``algo`` (``meta``: the
     Schedule's meta)."""
     return Schedule(topology=topology_of(graph), size_bytes=int(size_bytes), dtype=dtype,
@@ -237,10 +237,10 @@ def multitree(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Sched
                                                          strict=False):
             emit_tree(builder, spanning, root, off, cnt, chunks)
         return from_builder(graph, size_bytes, dtype, builder, "multitree", style="trees",
-                         roots=[root for root, _, _ in packed])
+                            roots=[root for root, _, _ in packed])
     _emit_rings(builder, rings, elements)
     return from_builder(graph, size_bytes, dtype, builder, "multitree", style="rings",
-                     rings=len(rings))
+                        rings=len(rings))
 
 
 def _best_tree_packing(graph: nx.Graph, elements: int):
@@ -291,9 +291,9 @@ def packing(graph: nx.Graph, size_bytes: int, dtype: str = "float32") -> Schedul
     packed = packing_forest(graph, rate)
     emit_packing(builder, packed, elements, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
     return from_builder(graph, size_bytes, dtype, builder, "packing", style="trees",
-                     trees=sum(len(items) for family in packed.families()
-                               for items in family.values()),
-                     rate_to_optimum=packed.rate / packed.optimum)
+                        trees=sum(len(items) for family in packed.families()
+                                  for items in family.values()),
+                        rate_to_optimum=packed.rate / packed.optimum)
 
 
 def optimal_rings(graph: nx.Graph, size_bytes: int, dtype: str = "float32",
@@ -315,7 +315,7 @@ def optimal_rings(graph: nx.Graph, size_bytes: int, dtype: str = "float32",
     builder = Builder()
     _emit_rings(builder, rings, _elements(size_bytes, dtype))
     return from_builder(graph, size_bytes, dtype, builder, "packing", style="rings",
-                     rings=len(rings))
+                        rings=len(rings))
 
 
 def packing_forest(graph: nx.Graph, rate: tuple[float, bool] | None = None):
