@@ -48,7 +48,7 @@ import gymnasium as gym
 import networkx as nx
 import numpy as np
 
-from agent.forest import FOREST_COLUMNS, forests
+from agent.forest import FOREST_COLUMNS, forests, predicted_ranks
 from agent.plan import Plan
 from agent.trees import Tree, overlay_for
 from simulator import CostModel, lower_bound, simulate
@@ -260,8 +260,7 @@ class TreeBuildingEnv(gym.Env):
             first = len(self.options)
             if self.forests:
                 obs[:first, RANK_COL] = 1 / TREE_ROWS
-            ranks = np.argsort(np.argsort([f.predicted_s() for f in self.forests],
-                                          kind="stable"), kind="stable")
+            ranks = predicted_ranks(self.forests)
             for i, forest in enumerate(self.forests):
                 obs[first + i, [0, 3, RANK_COL]] = (1.0, math.log2(self.n) / 6,
                                                     ranks[i] / TREE_ROWS)
@@ -335,8 +334,7 @@ class TreeBuildingEnv(gym.Env):
 
     def forest_makespan(self, forest) -> float:
         """Simulated makespan (seconds) of forest row ``forest`` under this env's costs."""
-        return float(simulate(self.graph, forest.schedule,
-                              **self.cfg.cost().kwargs()).makespan_s)
+        return forest.makespan_s(self.graph, self.cfg.cost())
 
     def _end_forest(self, forest, invalid: bool):
         schedule = replace(forest.schedule, algo="drl",

@@ -25,11 +25,12 @@ graph (cached by ``topology.fingerprint``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 
+from simulator import CostModel, simulate
 from topology import fingerprint
 from topology.routing import servers
 from traffic.collectives import build, from_builder, optimal_rings, packing_forest
@@ -82,6 +83,8 @@ class Forest:
     chain: int
     #: Transfers per server.
     per_server: float
+    #: Simulated makespans already computed, by cost model (``makespan_s``).
+    _makespans: dict = field(default_factory=dict, compare=False, repr=False)
 
     def features(self, lb_s: float, fixed_s: float) -> list[float]:
         """The FOREST_COLUMNS values (``lb_s``: the lower bound, ``fixed_s``: the fixed cost
@@ -90,6 +93,15 @@ class Forest:
                 math.log1p(self.chain * fixed_s / lb_s),
                 math.log1p(self.per_server * fixed_s / lb_s),
                 math.log1p(self.predicted_s() / lb_s)]
+
+    def makespan_s(self, graph: nx.Graph, cost: CostModel) -> float:
+        """Simulated makespan (seconds) of the row's Schedule on ``graph`` (the graph it was
+        built for) under ``cost``; computed once per cost model (rows are cached per graph,
+        and training scores every row before episodes pick them)."""
+        if cost not in self._makespans:
+            self._makespans[cost] = float(simulate(graph, self.schedule,
+                                                   **cost.kwargs()).makespan_s)
+        return self._makespans[cost]
 
     def predicted_s(self) -> float:
         """A closed-form guess of the makespan: the busiest link's time or the critical
@@ -169,6 +181,12 @@ def _forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed
     return out
 
 
+def predicted_ranks(rows: list[Forest]) -> np.ndarray:
+    """Each row's rank under ``Forest.predicted_s`` (0: the smallest; ties in row order)."""
+    order = np.argsort([f.predicted_s() for f in rows], kind="stable")
+    return np.argsort(order, kind="stable")
+
+
 def best_predicted(rows: list[Forest]) -> int:
-    """Index of the row ``Forest.predicted_s`` likes best."""
-    return int(np.argmin([f.predicted_s() for f in rows]))
+    """Index of the row ``Forest.predicted_s`` likes best (rank 0 of ``predicted_ranks``)."""
+    return int(np.argmin(predicted_ranks(rows)))
