@@ -19,7 +19,7 @@ demo: setup
 
 # ARTB_REQUIRE_EMULATION=1: emulation tests fail (not skip) when root, Mininet or OVS is missing.
 # Both test targets lint first and run the docstring examples of the pure packages too.
-DOCTESTS := --doctest-modules tests topology traffic simulator agent scripts
+DOCTESTS := --doctest-modules tests topology traffic simulator agent emulation scripts
 
 test: setup-test
 	$(VENV)/bin/ruff check .

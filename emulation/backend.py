@@ -86,7 +86,7 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
         return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
 
-    counters = PortCounters(counted_ports(net.topology)).start()
+    counters = PortCounters(counted_ports(net.topology), more=net.counter_files()).start()
     try:
         measured = run_workers(schedule, addresses, ranks, spawn, workdir, seed=seed,
                                timeout_s=timeout_s,

@@ -36,13 +36,13 @@ MIN_RATE, MAX_RATE = 0.1, 1000.0
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "allreduce-testbed"
 
 
-def probe_graph() -> nx.Graph:
-    """Two servers joined by a chain of CHAIN switches (servers do not relay)."""
+def probe_graph(length: int = CHAIN) -> nx.Graph:
+    """Two servers joined by a chain of ``length`` switches (servers do not relay)."""
     graph = nx.Graph(name="budget-probe", bw_mbps=PROBE_MBPS, servers_relay=False,
-                     spec={"family": "budget-probe", "params": {"chain": CHAIN}})
+                     spec={"family": "budget-probe", "params": {"chain": length}})
     graph.add_node("p0", role="server", rank=0)
     graph.add_node("p1", role="server", rank=1)
-    chain = [f"pw{i}" for i in range(CHAIN)]
+    chain = [f"pw{i}" for i in range(length)]
     for name in chain:
         graph.add_node(name, role="switch")
     for a, b in zip(["p0", *chain], [*chain, "p1"]):
@@ -50,17 +50,28 @@ def probe_graph() -> nx.Graph:
     return graph
 
 
-def measure_forwarding(workdir: Path, datapath: str = "user", seconds: float = 3.0) -> float:
-    """Mbit/s of datapath crossings one TCP flow gets through CHAIN datapaths."""
+def chain_length(instances: int = 1) -> int:
+    """Datapaths the probe's flow crosses: CHAIN, or one per Open vSwitch instance when there
+    are more (consecutive datapaths of the chain belong to different instances)."""
+    return max(CHAIN, instances)
+
+
+def measure_forwarding(workdir: Path, datapath: str = "user", seconds: float = 3.0,
+                       instances: int = 1) -> float:
+    """Mbit/s of datapath crossings one TCP flow gets through a chain of datapaths spread
+    over ``instances`` Open vSwitch instances."""
     from emulation.net import EmulatedNetwork
 
-    with EmulatedNetwork(probe_graph(), workdir=workdir, datapath=datapath) as net:
+    length = chain_length(instances)
+    with EmulatedNetwork(probe_graph(length), workdir=workdir, datapath=datapath,
+                         ovs_instances=instances) as net:
         mbps = net.measure_goodput("p0", "p1", seconds=seconds)
-    return mbps * CHAIN
+    return mbps * length
 
 
-def machine_key(datapath: str) -> str:
-    """What the budget depends on: CPU, cores, kernel, Open vSwitch version, datapath."""
+def machine_key(datapath: str, instances: int = 1) -> str:
+    """What the budget depends on: CPU, cores, kernel, Open vSwitch version, datapath, and
+    the number of Open vSwitch instances (named when more than one)."""
     try:
         ovs = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True, text=True,
                              timeout=5).stdout.split("\n")[0].split()[-1]
@@ -74,14 +85,16 @@ def machine_key(datapath: str) -> str:
                 break
     except OSError:
         pass
-    return f"{cpu} x{os.cpu_count()} | {platform.release()} | ovs {ovs} | {datapath}"
+    key = f"{cpu} x{os.cpu_count()} | {platform.release()} | ovs {ovs} | {datapath}"
+    return key + (f" | {instances} instances" if instances > 1 else "")
 
 
 def cached_budget(datapath: str, measure: Callable[[], float],
-                  cache: Path = CACHE) -> dict:
-    """``{"budget_mbps", "raw_mbps", "key", "cached"}``: the budget of this machine from the
-    cache file, or measured (``measure()`` returns the raw forwarding rate) and stored."""
-    key = machine_key(datapath)
+                  cache: Path = CACHE, instances: int = 1) -> dict:
+    """``{"budget_mbps", "raw_mbps", "key", "cached"}``: the budget of this machine with
+    ``instances`` Open vSwitch instances from the cache file, or measured (``measure()``
+    returns the raw forwarding rate) and stored."""
+    key = machine_key(datapath, instances)
     path = cache / "budget.json"
     try:
         known = json.loads(path.read_text())

@@ -1,9 +1,11 @@
 """Link load in the emulation, from the port statistics of its switches.
 
-Every graph link with an end on a datapath has that end's port in the root network namespace
+Every graph link with an end on a datapath has that end's port in the root network namespace,
+or in the namespace of the Open vSwitch instance holding the datapath (``emulation.ovs``)
 (``emulation.plan.counted_ports``); the kernel counts the bytes each port sends and receives
 (the counters Open vSwitch reports as its port statistics). ``PortCounters`` reads them all at
-once from ``/proc/net/dev`` on a thread, a sample every ``interval_s``, while a schedule runs;
+once from ``/proc/net/dev`` (and ``/proc/PID/net/dev`` of a process in each other namespace)
+on a thread, a sample every ``interval_s``, while a schedule runs;
 ``load`` turns the samples into the simulator's ``LinkLoad`` on the run's clock.
 """
 
@@ -42,19 +44,23 @@ def read_counters(text: str) -> dict[str, tuple[int, int]]:
 class PortCounters:
     """Samples the counters of ``ports`` ((a, b, interface) triples) on a thread from
     ``start()`` to ``stop()``; ``samples`` are (``time.monotonic()``, counters) pairs, the
-    first taken at ``start()`` and the last at ``stop()``."""
+    first taken at ``start()`` and the last at ``stop()``. ``source`` is the counters' file,
+    ``more`` those of other namespaces (interface names are unique across them)."""
 
     def __init__(self, ports: list[tuple[str, str, str]], interval_s: float = INTERVAL_S,
-                 source: Path = Path("/proc/net/dev")) -> None:
+                 source: Path = Path("/proc/net/dev"), more: tuple[Path, ...] = ()) -> None:
         self.ports = list(ports)
         self.interval_s = interval_s
-        self.source = source
+        self.sources = (source, *more)
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> None:
-        self.samples.append((time.monotonic(), read_counters(self.source.read_text())))
+        now, counters = time.monotonic(), {}
+        for source in self.sources:
+            counters.update(read_counters(source.read_text()))
+        self.samples.append((now, counters))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

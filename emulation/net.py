@@ -53,7 +53,7 @@ import networkx as nx
 
 from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
-from emulation import netstate, probes
+from emulation import netstate, ovs, probes
 from emulation.backend import Emulated, run_schedule
 from emulation.plan import (
     EmulationError,
@@ -91,32 +91,49 @@ def _mininet():
                              "runs it)") from None
 
     class MarkedSwitch(OVSSwitch):
-        """OVSSwitch whose bridge carries external-ids:allreduce-testbed=<run id>."""
+        """OVSSwitch whose bridge carries external-ids:allreduce-testbed=<run id>, created in
+        Open vSwitch instance ``instance`` (None: the system's), connecting to the controller
+        at ``controller_ip``."""
 
-        def __init__(self, name, run_id="", **params):
-            self.run_id = run_id
+        def __init__(self, name, run_id="", instance=None, controller_ip="127.0.0.1",
+                     **params):
+            self.run_id, self.instance, self.controller_ip = run_id, instance, controller_ip
             super().__init__(name, **params)
 
         def bridgeOpts(self):
             return super().bridgeOpts() + f" external-ids:{netstate.MARK}={self.run_id}"
+
+        def start(self, controllers):
+            class At:  # the controller as this bridge reaches it
+                def __init__(self, c, ip):
+                    self.name, self.protocol, self.port, self._ip = c.name, c.protocol, \
+                        c.port, ip
+
+                def IP(self):
+                    return self._ip
+
+            super().start([At(c, self.controller_ip) for c in controllers])
 
         @classmethod
         def batchStartup(cls, switches, run=None):
             """Mininet's batch start with a timeout and a checked exit code, and without
             re-running every link's tc setup afterwards (the userspace datapath leaves the
             qdiscs alone; the emulation tests measure the shaping)."""
-            commands = []
+            by_db: dict[str, list[str]] = {}
             for switch in switches:
-                commands += [c.strip() for c in switch.commands]
+                db = f"--db={switch.instance.db} " if switch.instance else ""
+                by_db.setdefault(db, []).extend(c.strip() for c in switch.commands)
                 switch.commands, switch.batch = [], False
-            while commands:
-                chunk = []
-                while commands and sum(len(c) + 1 for c in chunk) < 100_000:
-                    chunk.append(commands.pop(0))
-                out = subprocess.run("ovs-vsctl --timeout=60 " + " ".join(chunk), shell=True,
-                                     capture_output=True, text=True, timeout=90)
-                if out.returncode != 0:
-                    raise EmulationError(f"creating the OVS bridges failed: {out.stderr[-400:]}")
+            for db, commands in by_db.items():
+                while commands:
+                    chunk = []
+                    while commands and sum(len(c) + 1 for c in chunk) < 100_000:
+                        chunk.append(commands.pop(0))
+                    out = subprocess.run(f"ovs-vsctl {db}--timeout=60 " + " ".join(chunk),
+                                         shell=True, capture_output=True, text=True, timeout=90)
+                    if out.returncode != 0:
+                        raise EmulationError("creating the OVS bridges failed: "
+                                             f"{out.stderr[-400:]}")
             return switches
 
     class Controller(RemoteController):
@@ -139,11 +156,21 @@ class EmulatedNetwork:
     def __init__(self, graph: nx.Graph, workdir: Path, of_port: int = 6653,
                  api_port: int = 8080, bw_mbps: float | None = None, tso: bool = False,
                  wait_s: float = 600.0, mtu: int = MTU, datapath: str = "user",
-                 delay_ms: float = 0.0, loss_pct: float = 0.0):
+                 delay_ms: float = 0.0, loss_pct: float = 0.0, ovs_instances: int = 1):
         if bw_mbps is not None and not bw_mbps > 0:
             raise ValueError(f"bw_mbps must be > 0, got {bw_mbps!r}")
         if datapath not in ("user", "kernel"):
             raise ValueError(f"datapath must be user or kernel, got {datapath!r}")
+        if not 1 <= ovs_instances <= ovs.MAX_INSTANCES or \
+                (datapath == "kernel" and ovs_instances > 1):
+            raise ValueError(f"ovs_instances must be 1..{ovs.MAX_INSTANCES} (1 with the kernel "
+                             f"datapath), got {ovs_instances!r}")
+        #: The extra Open vSwitch instances (the system's is instance 0).
+        self.instances = [ovs.Instance(k) for k in range(1, ovs_instances)]
+        #: Instance of every bridge, and namespace of every switch-side interface (None: root).
+        self.assignment: dict[str, int] = {}
+        self.port_netns: dict[str, str | None] = {}
+        self.of_host = ovs.CONTROL_IP if self.instances else "127.0.0.1"
         self.datapath, self.delay_ms, self.loss_pct = datapath, delay_ms, loss_pct
         self.graph = graph.copy()
         if bw_mbps is not None:
@@ -156,9 +183,11 @@ class EmulatedNetwork:
         self.topology = layout(self.graph)
         self.topology_file = self.workdir / "topology.json"
         self.client = SyncedClient("127.0.0.1", api_port)
+        self.client.instances = self.instances
         self.timings: dict[str, float] = {}
         self.net = None
         self.ovs_buffers = OvsBuffers()
+        self._extra_buffers: list[OvsBuffers] = []
         self.controller: subprocess.Popen | None = None
         self._procs: list = []
         self._background: list = []
@@ -202,10 +231,26 @@ class EmulatedNetwork:
         self.state.root_intfs = [
             name for link in links for name, end in (("intf_a", "a"), ("intf_b", "b"))
             for name in [link[name]] if link[end] not in self.topology.hosts]
+        ports: dict[str, int] = {bridge: 0 for bridge in self.state.bridges}
+        for link in links:
+            for end in ("a", "b"):
+                if link[end] in ports:
+                    ports[link[end]] += 1
+        self.assignment = ovs.assign(ports, len(self.instances) + 1)
+        self.port_netns = {link[f"intf_{end}"]: self._netns(link[end])
+                           for link in links for end in ("a", "b")
+                           if link[end] not in self.topology.hosts}
         self._check_free()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.topology.save(self.topology_file)
+        self.state.ovs_instances = [i.index for i in self.instances]
         self.state.save()
+        for instance in self.instances:
+            try:
+                instance.start(self.tso)
+            except RuntimeError as exc:
+                raise EmulationError(str(exc)) from None
+        self.timings["ovs_instances_s"] = time.monotonic() - t0
         self._start_controller()
         self._build(links)
         self.timings["hosts_links_s"] = time.monotonic() - t0
@@ -220,6 +265,11 @@ class EmulatedNetwork:
         if self.datapath == "user":
             self._raise_ovs_buffers(links)
 
+    def _netns(self, bridge: str) -> str | None:
+        """Namespace of a bridge's ports: None for the system instance's (root)."""
+        k = self.assignment.get(bridge, 0)
+        return self.instances[k - 1].netns if k else None
+
     def _raise_ovs_buffers(self, links: list[dict]) -> None:
         """OVS's socket buffers (see the module doc): the transmit socket holds every shaped
         port's full queue, each port's receive socket a full queue too (a host bursts into
@@ -231,16 +281,27 @@ class EmulatedNetwork:
         shaped = sum(1 for link in links if link["bw_mbps"]) * 2
         ports = {link[f"intf_{end}"] for link in links for end in ("a", "b")
                  if link[end] not in self.topology.hosts}
+        buffers = [(None, self.ovs_buffers)] + [
+            (i.netns, OvsBuffers(i.pidfile, i.rundir / "transmit-buffer")) for i in self.instances]
+        self._extra_buffers = [b for _, b in buffers[1:]]
+        send = min(shaped * queue, OvsBuffers.MAX_BYTES)
         try:
-            if not self.ovs_buffers.raise_send(min(shaped * queue, OvsBuffers.MAX_BYTES)):
-                a, b = self.servers[:2]
+            # each instance opens its transmit socket at its first transmission: ping from
+            # server to server until every one has
+            pending = [b for _, b in buffers if not b.raise_send(send)]
+            for a, b in zip(self.servers, self.servers[1:] + self.servers[:1]):
+                if not pending:
+                    break
                 self.host(a).cmd(f"ping -c1 -W1 {self.ip(b)}")
-                if not self.ovs_buffers.raise_send(min(shaped * queue, OvsBuffers.MAX_BYTES)):
-                    raise OSError("ovs-vswitchd opened no transmit socket")
-            indexes = {int(Path(f"/sys/class/net/{name}/ifindex").read_text()) for name in ports}
-            found = self.ovs_buffers.raise_receive(indexes, queue)
-            if found < len(ports):
-                raise OSError(f"found the receive sockets of {found} of {len(ports)} ports")
+                pending = [x for x in pending if not x.raise_send(send)]
+            if pending:
+                raise OSError(f"{len(pending)} ovs-vswitchd opened no transmit socket")
+            for netns, buf in buffers:
+                mine = {p for p in ports if self.port_netns.get(p) == netns}
+                indexes = {i for name, i in ifindexes(netns).items() if name in mine}
+                found = buf.raise_receive(indexes, queue)
+                if found < len(mine):
+                    raise OSError(f"found the receive sockets of {found} of {len(mine)} ports")
         except OSError as exc:
             print(f"emulation: warning: cannot raise ovs-vswitchd's socket buffers ({exc}); "
                   "TCP will lose packets when more than a few wait at a port", file=sys.stderr)
@@ -259,8 +320,8 @@ class EmulatedNetwork:
     def _start_controller(self) -> None:
         log = self.workdir / "controller.log"
         cmd = [sys.executable, "-m", "controller", "--topology", str(self.topology_file),
-               "--of-port", str(self.of_port), "--api", f"127.0.0.1:{self.api_port}",
-               "--log", str(log)]
+               "--of-host", self.of_host, "--of-port", str(self.of_port),
+               "--api", f"127.0.0.1:{self.api_port}", "--log", str(log)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
         with open(self.workdir / "controller.out", "wb") as out:
@@ -293,9 +354,12 @@ class EmulatedNetwork:
             host.cmd(sysctls)
         self.state.save()
         for dp in topo.datapaths.values():
+            k = self.assignment.get(dp.bridge, 0)
             net.addSwitch(dp.bridge, cls=MarkedSwitch, dpid=f"{dp.dpid:016x}",
                           datapath=self.datapath, protocols="OpenFlow13", failMode="secure",
-                          batch=True, run_id=self.state.run_id)
+                          batch=True, run_id=self.state.run_id,
+                          instance=self.instances[k - 1] if k else None,
+                          controller_ip=self.of_host)
         offload = {"txo": self.tso, "rxo": self.tso}
         for link in links:
             net.addLink(link["a"], link["b"], port1=link["port_a"], port2=link["port_b"],
@@ -305,6 +369,7 @@ class EmulatedNetwork:
             _write(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "1")
         net.build()
         self._set_mtu(links)
+        self._move_ports()
         for name, host in ((n, net.get(n)) for n in topo.hosts):
             self._static_arp(name, host)
         # Host ends are shaped here; OVS resets a port's qdisc when it adds the port, so
@@ -341,25 +406,48 @@ class EmulatedNetwork:
             if not ok:
                 raise EmulationError(f"setting MTU {self.mtu} failed: {err[-300:]}")
 
-    def _shape_switch_ports(self, links: list[dict]) -> None:
-        """HTB at each graph link's rate on every switch-side interface, in one tc batch
-        (``emulation.plan.shaping_commands``)."""
-        lines = [line for link in links for end in ("a", "b")
-                 if link["bw_mbps"] and link[end] not in self.topology.hosts
-                 for line in shaping_commands(link[f"intf_{end}"], link["bw_mbps"], self.mtu,
-                                                 self.delay_ms, self.loss_pct)]
-        if lines:
-            self._tc_batch(lines, "shaping.tc")
+    def _move_ports(self) -> None:
+        """The switch-side interfaces of every extra instance's bridges into its namespace
+        (before the bridges exist), up again there (a move takes an interface down)."""
+        for instance in self.instances:
+            mine = sorted(i for i, ns in self.port_netns.items() if ns == instance.netns)
+            if not mine:
+                continue
+            for where, lines in ((None, [f"link set dev {i} netns {instance.netns}"
+                                         for i in mine]),
+                                 (instance.netns, [f"link set dev {i} up" for i in mine])):
+                batch = self.workdir / f"move-{instance.netns}.batch"
+                batch.write_text("\n".join(lines) + "\n")
+                out = subprocess.run(["ip", *(["-n", where] if where else []), "-batch",
+                                      str(batch)], capture_output=True, text=True, timeout=60)
+                if out.returncode != 0:
+                    raise EmulationError(f"moving ports into {instance.netns} failed: "
+                                         f"{out.stderr[-300:]}")
 
-    def _tc_batch(self, lines: list[str], name: str, host=None) -> None:
-        """Run tc commands in one batch, in the root namespace or in ``host``'s."""
+    def _shape_switch_ports(self, links: list[dict]) -> None:
+        """HTB at each graph link's rate on every switch-side interface, in one tc batch per
+        namespace (``emulation.plan.shaping_commands``)."""
+        by_netns: dict[str | None, list[str]] = {}
+        for link in links:
+            for end in ("a", "b"):
+                if link["bw_mbps"] and link[end] not in self.topology.hosts:
+                    intf = link[f"intf_{end}"]
+                    by_netns.setdefault(self.port_netns.get(intf), []).extend(shaping_commands(
+                        intf, link["bw_mbps"], self.mtu, self.delay_ms, self.loss_pct))
+        for netns, lines in by_netns.items():
+            self._tc_batch(lines, f"shaping-{netns or 'root'}.tc", netns=netns)
+
+    def _tc_batch(self, lines: list[str], name: str, host=None, netns: str | None = None
+                  ) -> None:
+        """Run tc commands in one batch, in ``host``'s namespace, or else in ``netns`` (None:
+        the root namespace)."""
         batch = self.workdir / name
         batch.write_text("\n".join(lines) + "\n")
         if host is None:
             # tc slows as the root namespace fills with classes (about 200 000 lines for the
             # switch ports of a 64-server BCube(4,2)): the limit grows with the batch.
-            out = subprocess.run(["tc", "-batch", str(batch)], capture_output=True, text=True,
-                                 timeout=60 + len(lines) / 500)
+            out = subprocess.run(["tc", *(["-n", netns] if netns else []), "-batch", str(batch)],
+                                 capture_output=True, text=True, timeout=60 + len(lines) / 500)
             ok, err = out.returncode == 0, out.stderr
         else:
             err = host.cmd(f"tc -batch {shlex.quote(str(batch))} 2>&1 && echo TC-OK")
@@ -386,8 +474,11 @@ class EmulatedNetwork:
 
     def _check_ports(self) -> None:
         """OVS honours ofport_request unless the number is taken: check every port number."""
-        out = netstate.vsctl("--format=json", "--columns=name,ofport", "list", "Interface")
-        ofport = {name: port for name, port in json.loads(out.stdout)["data"]}
+        ofport = {}
+        for db in [[]] + [[f"--db={i.db}"] for i in self.instances]:
+            out = netstate.vsctl(*db, "--format=json", "--columns=name,ofport", "list",
+                                 "Interface")
+            ofport.update({name: port for name, port in json.loads(out.stdout)["data"]})
         for link in plan_links(self.topology):
             for end, p in (("intf_a", "port_a"), ("intf_b", "port_b")):
                 if link[p] and ofport.get(link[end]) != link[p]:
@@ -445,6 +536,11 @@ class EmulatedNetwork:
             netstate.stop_child(self.controller)
             self.controller = None
         self.ovs_buffers.restore()
+        for buffers in self._extra_buffers:
+            buffers.restore()
+        self._extra_buffers = []
+        for instance in self.instances:
+            instance.stop()
         if self.state.path.exists():
             netstate.remove_run(self.state)
         self._lock.release()
@@ -511,8 +607,21 @@ class EmulatedNetwork:
         the datapaths report the port status to the controller."""
         if not self.graph.has_edge(a, b):
             raise ValueError(f"{a}-{b} is not a link")
-        self.net.configLinkStatus(mininet_name(self.topology, a),
-                                  mininet_name(self.topology, b), "up" if up else "down")
+        status = "up" if up else "down"
+        for link in self.net.linksBetween(self.net.get(mininet_name(self.topology, a)),
+                                          self.net.get(mininet_name(self.topology, b))):
+            for intf in (link.intf1, link.intf2):
+                netns = self.port_netns.get(intf.name)
+                if netns:
+                    subprocess.run(["ip", "-n", netns, "link", "set", "dev", intf.name, status],
+                                   capture_output=True, timeout=10)
+                else:
+                    intf.ifconfig(status)
+
+    def counter_files(self) -> tuple[Path, ...]:
+        """The port counters of the extra instances' namespaces (``/proc/PID/net/dev`` of
+        their ovs-vswitchd), besides the root namespace's ``/proc/net/dev``."""
+        return tuple(Path(f"/proc/{i.pids()[0]}/net/dev") for i in self.instances)
 
     def start_background(self, flows: list[tuple[dict, int]]) -> None:
         """Start one iperf3 flow per (``{"src", "dst", "mbps"}``, TCP port), paced at its
@@ -543,17 +652,16 @@ class EmulatedNetwork:
         return proc
 
 class SyncedClient(ControllerClient):
-    """The controller's client, whose ``route_stats`` first waits for OVS to push its datapath
-    flows' counters into the OpenFlow rules: they lag by up to one revalidation cycle (500 ms
-    by default), so counters read right after a run would miss its last bytes."""
+    """The controller's client, whose ``route_stats`` first waits for every Open vSwitch
+    instance to push its datapath flows' counters into the OpenFlow rules: they lag by up to
+    one revalidation cycle (500 ms by default), so counters read right after a run would miss
+    its last bytes."""
+
+    instances: list = []
 
     def route_stats(self) -> dict:
         for _ in range(2):  # the cycle running now may have read its counters already
-            try:
-                subprocess.run(["ovs-appctl", "--timeout=10", "revalidator/wait"],
-                               capture_output=True, timeout=15)
-            except subprocess.TimeoutExpired:
-                break
+            ovs.revalidate(self.instances)
         return super().route_stats()
 
 
@@ -683,6 +791,17 @@ class OvsBuffers:
         finally:
             sock.close()
             self.before = self.size = None
+
+
+def ifindexes(netns: str | None = None) -> dict[str, int]:
+    """Interface name -> ifindex in namespace ``netns`` (None: the root namespace)."""
+    out = subprocess.run(["ip", *(["-n", netns] if netns else []), "-o", "link", "show"],
+                         capture_output=True, text=True, timeout=10)
+    found = {}
+    for line in out.stdout.splitlines():
+        index, name, _ = line.split(":", 2)
+        found[name.strip().split("@")[0]] = int(index)
+    return found
 
 
 def _buffer(sock: socket.socket, which: int) -> int:

@@ -2,7 +2,8 @@
 
 Like ``mn -c`` but only for our own things: each run records its OVS bridges (also marked in
 OVS with ``external-ids:allreduce-testbed=<run id>``), its root-namespace interfaces, its host
-shells and its controller process in ``STATE_DIR/<run id>.json``. ``clean()`` removes what
+shells, its controller process and its extra Open vSwitch instances (``emulation.ovs``) in
+``STATE_DIR/<run id>.json``. ``clean()`` removes what
 belongs to runs whose owner process is gone, and checks every PID's command line before
 signalling it. No Mininet import here.
 """
@@ -38,6 +39,8 @@ class RunState:
     controller_pid: int | None = None
     controller_marker: str = ""
     extra_pids: dict[str, int] = field(default_factory=dict)
+    #: Indexes of the extra Open vSwitch instances started for the run (``emulation.ovs``).
+    ovs_instances: list[int] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -201,6 +204,14 @@ def remove_run(state: RunState) -> dict[str, list]:
         if link_exists(name):
             subprocess.run(["ip", "link", "del", name], capture_output=True, timeout=10)
             done["links"].append(name)
+    if state.ovs_instances:
+        from emulation.ovs import Instance
+
+        for index in state.ovs_instances:
+            for what in Instance(index, STATE_DIR).stop():
+                kind, _, name = what.partition(" ")
+                done["processes" if kind == "process" else "links"].append(
+                    int(name) if kind == "process" else name)
     state.remove()
     return done
 

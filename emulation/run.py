@@ -30,6 +30,7 @@ import networkx as nx
 
 from emulation.budget import BUDGET_SHARE, cached_budget, choose_rate, measure_forwarding
 from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
+from emulation.ovs import auto_instances, parse_instances
 from simulator import lower_bound, packing_bound, simulate
 from simulator.page import SCHEMA, conditions, network, transfer_list
 from simulator.page import versions as page_versions
@@ -113,6 +114,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Open vSwitch datapath: user (the tested default), kernel (needs "
                              "the openvswitch kernel module) or auto (kernel where its module "
                              "loads)")
+    parser.add_argument("--ovs-instances", default="auto", metavar="N|auto",
+                        help="Open vSwitch instances the network's bridges are spread over, "
+                             "each forwarding on a core of its own: auto (the default) is one "
+                             "per core but one with the userspace datapath (1 on 2 cores), 1 "
+                             "with the kernel's")
     parser.add_argument("--delay-ms", type=float, default=None,
                         help="one-way delay of every link, ms (netem: needs the sch_netem "
                              "kernel module, refused without it); the simulator adds it per "
@@ -161,6 +167,11 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     args.delay_ms, args.loss_pct = check_link_effects(args.delay_ms, args.loss_pct,
                                                       args.features)
     args.datapath = choose_datapath(args.datapath, args.features)
+    asked = parse_instances(str(args.ovs_instances))
+    if asked is not None and asked > 1 and args.datapath == "kernel":
+        raise ValueError(f"--ovs-instances {asked}: the kernel datapath runs in one instance "
+                         "(it forwards on every core already)")
+    args.ovs_instances = asked or auto_instances(args.datapath)
     if not args.timeout_s > 0:
         raise ValueError(f"--timeout-s must be > 0, got {args.timeout_s:g}")
     time_scale()  # a bad ARTB_TIME_SCALE is refused here, not after the network is up
@@ -243,11 +254,13 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     doc: dict[str, Any] = {}
     started = time.monotonic()
     progress(f"building {graph.graph['name']} in Mininet (OVS {args.datapath}space datapath"
+             + (f", {args.ovs_instances} instances" if args.ovs_instances > 1 else "")
              + (f", links {args.delay_ms:g} ms" if args.delay_ms else "")
              + (f", {args.loss_pct:g} % loss" if args.loss_pct else "") + ")")
     hop_s = args.delay_ms / 1e3
     with EmulatedNetwork(graph, workdir=out / "net", of_port=args.of_port,
                          api_port=args.api_port, datapath=args.datapath,
+                         ovs_instances=args.ovs_instances,
                          delay_ms=args.delay_ms, loss_pct=args.loss_pct) as net:
         progress("network up, controller connected, base rules in: "
                  + ", ".join(f"{k} {v:.1f} s" for k, v in net.timings.items()))
@@ -418,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         budget = None
     else:
         budget = cached_budget(args.datapath, lambda: measure_forwarding(
-            out / "budget-probe", args.datapath))
+            out / "budget-probe", args.datapath, instances=args.ovs_instances),
+            instances=args.ovs_instances)
         progress(f"datapath budget: {budget['budget_mbps']:.0f} Mbit/s of forwarding "
                  f"({BUDGET_SHARE:g} of the {budget['raw_mbps']:.0f} Mbit/s one flow gets "
                  f"through {'the cache' if budget['cached'] else 'a probe just now'})")
@@ -453,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         "parameters": {k: v for k, v in vars(args).items()
                        if k not in ("features", "rate", "budget_mbps")} | {"out": str(out)},
         "budget": budget, "rate": args.rate,
-        "datapath": args.datapath, "features": args.features.to_dict(),
+        "datapath": args.datapath, "ovs_instances": args.ovs_instances,
+        "features": args.features.to_dict(),
         "link_delay_ms": args.delay_ms, "link_loss_pct": args.loss_pct,
         "versions": versions(), **doc, **summarise(rows),
         "network": network(graph), "table": {"marked": marked, "footnotes": footnotes},

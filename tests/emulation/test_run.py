@@ -71,7 +71,8 @@ def test_ring_and_ps_verified_end_to_end(tmp_path, family):
 @pytest.mark.parametrize(
     "args",
     [["--topo", "bcube", "--n", "1"], ["--topo", "torus"], ["--topo", "dcell", "--switches", "3"],
-     ["--scheduler", "ring,magic"], ["--size-mb", "0"], ["--delay-ms", "5"]],
+     ["--scheduler", "ring,magic"], ["--size-mb", "0"], ["--delay-ms", "5"],
+     ["--ovs-instances", "0"]],
 )
 def test_bad_arguments_one_line_exit_2(args):
     done = run_cmd(*args, timeout=60)

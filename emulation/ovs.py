@@ -1,0 +1,249 @@
+"""Extra ovs-vswitchd instances, so the userspace data plane uses more than one core.
+
+The userspace datapath forwards every packet in one thread of one ovs-vswitchd, about one
+core whatever the machine has. An emulated network may therefore spread its bridges over
+``n`` instances: instance 0 is the system's Open vSwitch, instances 1..n-1 are started here,
+each with its own ovsdb-server (database, sockets and logs in its ``rundir``) and its own
+ovs-vswitchd, run inside a network namespace of its own (``artb-ovs<k>``): every userspace
+datapath opens a tap device named ``ovs-netdev``, so two of them cannot share a namespace.
+
+- ``assign`` decides which bridge goes to which instance; the ports of the bridges of
+  instance k are moved into its namespace before the bridges are created. A veth between
+  bridges of two instances is a link like any other (its ends sit in two namespaces).
+- Each extra namespace reaches the controller over a point-to-point veth (``artbc<k>`` in
+  the root namespace, ``artbc<k>n`` in the instance's): the controller then listens on
+  ``CONTROL_IP`` (a link-local address on those veths, reachable from nowhere else), and
+  every bridge, the system instance's too, connects there.
+- Everything an instance creates goes away with ``stop()``: its two daemons (by PID, after
+  checking their command lines), its namespace (with every interface in it) and its rundir.
+
+No Mininet import here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from emulation import netstate
+
+#: Address the controller listens on when more than one instance runs (root end of every
+#: control veth); instance k's end is CONTROL_NET.(k + 1).
+CONTROL_NET = "169.254.201"
+CONTROL_IP = f"{CONTROL_NET}.1"
+#: The Open vSwitch database schema (Debian's openvswitch-common).
+SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+#: Most instances one network may use (the control addresses are one /24).
+MAX_INSTANCES = 64
+#: Seconds an instance has to answer after its start.
+START_S = 20.0
+
+
+def assign(ports: dict[str, int], n: int) -> dict[str, int]:
+    """Instance of each bridge, given each bridge's port count: the bridges with most ports
+    first, each onto the instance with fewest ports so far (ties: the lower instance; bridges
+    with equal counts in name order), so the forwarding work is spread evenly.
+
+    >>> assign({"a": 2, "b": 2, "c": 2, "d": 2}, 2)
+    {'a': 0, 'b': 1, 'c': 0, 'd': 1}
+    >>> assign({"big": 4, "s1": 1, "s2": 1, "s3": 2}, 2)
+    {'big': 0, 's3': 1, 's1': 1, 's2': 1}
+    """
+    if not 1 <= n <= MAX_INSTANCES:
+        raise ValueError(f"instances must be in 1..{MAX_INSTANCES}, got {n!r}")
+    load = [0] * n
+    out = {}
+    for bridge in sorted(ports, key=lambda b: (-ports[b], b)):
+        k = min(range(n), key=lambda i: (load[i], i))
+        out[bridge] = k
+        load[k] += ports[bridge]
+    return out
+
+
+def auto_instances(datapath: str, cores: int | None = None) -> int:
+    """Instances for ``--ovs-instances auto``: with the userspace datapath one per core but
+    one, which the hosts' processes (workers, their TCP stacks, the shaping) keep; one with
+    the kernel datapath (it forwards on every core already). On 2 cores that is 1: a second
+    instance raised the forwarding probe but not the rate at which runs stay faithful
+    (docs/emulation.md, "Several Open vSwitch instances").
+
+    >>> auto_instances("user", cores=2), auto_instances("user", cores=8)
+    (1, 7)
+    >>> auto_instances("kernel", cores=8)
+    1
+    """
+    if datapath == "kernel":
+        return 1
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return max(1, min(cores - 1, MAX_INSTANCES))
+
+
+def parse_instances(text: str) -> int | None:
+    """``--ovs-instances`` value: a count in 1..MAX_INSTANCES, or None for ``auto``.
+
+    >>> parse_instances("auto"), parse_instances("2")
+    (None, 2)
+    """
+    if text == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_INSTANCES:
+        raise ValueError(f"--ovs-instances must be auto or 1..{MAX_INSTANCES}, got {text!r}")
+    return n
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Extra instance ``index`` (>= 1): names, paths and the commands that start it."""
+
+    index: int
+    state_dir: Path = netstate.STATE_DIR
+
+    @property
+    def netns(self) -> str:
+        """Its network namespace."""
+        return f"artb-ovs{self.index}"
+
+    @property
+    def rundir(self) -> Path:
+        """Its database, sockets, pidfiles and logs."""
+        return self.state_dir / f"ovs{self.index}"
+
+    @property
+    def db(self) -> str:
+        """Its database's socket, as ovs-vsctl's --db takes it."""
+        return f"unix:{self.rundir / 'db.sock'}"
+
+    @property
+    def ctl(self) -> Path:
+        """ovs-vswitchd's control socket (ovs-appctl -t)."""
+        return self.rundir / "ovs-vswitchd.ctl"
+
+    @property
+    def pidfile(self) -> Path:
+        """ovs-vswitchd's pidfile."""
+        return self.rundir / "ovs-vswitchd.pid"
+
+    @property
+    def control_veth(self) -> tuple[str, str]:
+        """The control veth's ends: root namespace, the instance's namespace."""
+        return f"artbc{self.index}", f"artbc{self.index}n"
+
+    @property
+    def ip(self) -> str:
+        """Its end of the control veth."""
+        return f"{CONTROL_NET}.{self.index + 1}"
+
+    def vsctl(self, *args: str) -> list[str]:
+        """argv of ovs-vsctl on this instance's database."""
+        return ["ovs-vsctl", f"--db={self.db}", *args]
+
+    def in_netns(self, *argv: str) -> list[str]:
+        """argv running ``argv`` inside the instance's namespace."""
+        return ["ip", "netns", "exec", self.netns, *argv]
+
+    def start_commands(self, tso: bool) -> list[list[str]]:
+        """Every command that brings the instance up, in order (the rundir must exist).
+
+        >>> cmds = Instance(1, Path("/s")).start_commands(tso=False)
+        >>> cmds[0], cmds[-1][:5]
+        (['ip', 'netns', 'add', 'artb-ovs1'], ['ip', 'netns', 'exec', 'artb-ovs1', 'env'])
+        """
+        root, inner, run = *self.control_veth, self.rundir
+        daemon = ["--detach", "--no-chdir"]
+        return [
+            ["ip", "netns", "add", self.netns],
+            ["ip", "-n", self.netns, "link", "set", "lo", "up"],
+            # no IPv6 on the ports moved in (router solicitations would count as traffic)
+            self.in_netns("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                          "net.ipv6.conf.default.disable_ipv6=1"),
+            ["ip", "link", "add", root, "type", "veth", "peer", "name", inner,
+             "netns", self.netns],
+            ["sysctl", "-qw", f"net.ipv6.conf.{root}.disable_ipv6=1"],
+            ["ip", "addr", "add", CONTROL_IP, "peer", self.ip, "dev", root],
+            ["ip", "link", "set", root, "up"],
+            ["ip", "-n", self.netns, "addr", "add", self.ip, "peer", CONTROL_IP, "dev", inner],
+            ["ip", "-n", self.netns, "link", "set", inner, "up"],
+            ["ovsdb-tool", "create", str(run / "conf.db"), str(SCHEMA)],
+            ["ovsdb-server", str(run / "conf.db"), f"--remote=punix:{run / 'db.sock'}",
+             f"--pidfile={run / 'ovsdb-server.pid'}", f"--unixctl={run / 'ovsdb-server.ctl'}",
+             f"--log-file={run / 'ovsdb-server.log'}", *daemon],
+            self.vsctl("--no-wait", "init", "--", "set", "Open_vSwitch", ".",
+                       f"other_config:userspace-tso-enable={str(tso).lower()}"),
+            self.in_netns("env", f"OVS_RUNDIR={run}", "ovs-vswitchd", self.db,
+                          f"--pidfile={self.pidfile}", f"--unixctl={self.ctl}",
+                          f"--log-file={run / 'ovs-vswitchd.log'}", *daemon),
+        ]
+
+    def answering(self) -> bool:
+        """Whether its ovs-vswitchd answers on its control socket."""
+        try:
+            return subprocess.run(["ovs-appctl", "--timeout=3", "-t", str(self.ctl), "version"],
+                                  capture_output=True, timeout=8).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    def start(self, tso: bool) -> None:
+        """Bring it up; RuntimeError naming the failed command (the caller tears down)."""
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        for argv in self.start_commands(tso):
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            if out.returncode != 0:
+                raise RuntimeError(f"starting Open vSwitch instance {self.index}: "
+                                   f"`{' '.join(argv)}` failed: {out.stderr.strip()[-300:]}")
+        deadline = time.monotonic() + START_S
+        while not self.answering():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Open vSwitch instance {self.index} did not answer in "
+                                   f"{START_S:.0f} s (log: {self.rundir / 'ovs-vswitchd.log'})")
+            time.sleep(0.1)
+
+    def pids(self) -> list[int]:
+        """PIDs of its daemons, from their pidfiles (those that exist)."""
+        out = []
+        for name in ("ovs-vswitchd.pid", "ovsdb-server.pid"):
+            try:
+                out.append(int((self.rundir / name).read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+
+    def stop(self) -> list[str]:
+        """Remove everything it created (idempotent): its daemons (checked by command line:
+        they name the rundir), its namespace, its rundir. What was removed."""
+        done = []
+        for pid in self.pids():
+            if netstate.terminate(pid, str(self.rundir)):
+                done.append(f"process {pid}")
+        if Path("/run/netns", self.netns).exists():
+            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, timeout=30)
+            done.append(f"namespace {self.netns}")
+        root = self.control_veth[0]
+        if netstate.link_exists(root):
+            subprocess.run(["ip", "link", "del", root], capture_output=True, timeout=10)
+            done.append(f"link {root}")
+        if self.rundir.exists():
+            shutil.rmtree(self.rundir, ignore_errors=True)
+        return done
+
+
+def revalidate(instances: list[Instance], timeout_s: float = 10.0) -> None:
+    """``ovs-appctl revalidator/wait`` on the system instance and every extra one, at once:
+    the datapath flows' counters reach the OpenFlow rules."""
+    targets = ["ovs-vswitchd"] + [str(i.ctl) for i in instances]
+    procs = [subprocess.Popen(["ovs-appctl", f"--timeout={timeout_s:.0f}", "-t", t,
+                               "revalidator/wait"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for t in targets]
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout_s + 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
