@@ -20,27 +20,26 @@ Built from a topology graph (``topology.make_graph``):
 - The controller runs as ``python -m controller``; start() returns once every datapath is
   connected and its base rules are confirmed. Everything created is recorded in a state file
   (``emulation.netstate``) so ``clean()`` can remove a crashed run's leftovers.
-- OVS's socket buffers (``OvsBuffers``). ovs-vswitchd transmits on every port through one
-  AF_PACKET socket, and a packet waiting in a shaped port's HTB queue is charged to that
-  socket's send buffer (``net.core.wmem_default``, 208 KiB: about 90 full-size packets for all
-  the queues of the whole network together). When it is full OVS drops what it sends, seen by
-  no counter (only a rate-limited "error sending Ethernet packet ...: Resource temporarily
-  unavailable" in its log), and TCP loses segments on every link. Each port's receive socket
-  (208 KiB too: 13 jumbo frames) overflows when a host bursts into its unshaped link or OVS is
-  off the CPU for a while (``ss -0 -m`` shows those drops). While a network runs, the
-  transmit buffer holds every shaped port's full queue and each port's receive buffer a full
-  queue; ``stop()`` restores the transmit buffer (the receive sockets go with the ports).
+- OVS's socket buffers (``emulation.ovs.OvsBuffers``). ovs-vswitchd transmits on every port
+  through one AF_PACKET socket, and a packet waiting in a shaped port's HTB queue is charged
+  to that socket's send buffer (``net.core.wmem_default``, 208 KiB: about 90 full-size packets
+  for all the queues of the whole network together). When it is full OVS drops what it sends,
+  seen by no counter (only a rate-limited "error sending Ethernet packet ...: Resource
+  temporarily unavailable" in its log), and TCP loses segments on every link. Each port's
+  receive socket (208 KiB too: 13 jumbo frames) overflows when a host bursts into its unshaped
+  link or OVS is off the CPU for a while (``ss -0 -m`` shows those drops). While a network
+  runs, the transmit buffer holds every shaped port's full queue and each port's receive
+  buffer a full queue; ``stop()`` restores the transmit buffer (the receive sockets go with
+  the ports).
 """
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -55,6 +54,7 @@ from controller.client import ControllerClient, ControllerError
 from controller.topofile import layout
 from emulation import netstate, ovs, probes
 from emulation.backend import Emulated, run_schedule
+from emulation.ovs import OvsBuffers, ifindexes
 from emulation.plan import (
     EmulationError,
     mininet_name,
@@ -66,11 +66,10 @@ from emulation.plan import (
 from topology.routing import servers
 from traffic.schedule import Schedule
 
-__all__ = ["EmulatedNetwork", "EmulationError", "clean", "plan_links"]
+__all__ = ["EmulatedNetwork", "EmulationError", "OvsBuffers", "clean", "plan_links"]
 
 REPO = Path(__file__).resolve().parent.parent
 CONTROLLER_TIMEOUT_S = 60.0
-OVS_PIDFILE = Path(os.environ.get("OVS_RUNDIR", "/var/run/openvswitch")) / "ovs-vswitchd.pid"
 #: MTU of every emulated interface (jumbo frames, see the module doc).
 MTU = 9000
 #: Minimum TCP retransmission timeout in the hosts (see _build).
@@ -663,149 +662,6 @@ class SyncedClient(ControllerClient):
         for _ in range(2):  # the cycle running now may have read its counters already
             ovs.revalidate(self.instances)
         return super().route_stats()
-
-
-class OvsBuffers:
-    """Buffers of ovs-vswitchd's packet sockets, reached through duplicates of its
-    descriptors (pidfd_getfd; root): its one transmit socket (netdev-linux's packet socket
-    bound to no interface) and the receive socket of each port.
-
-    ``raise_send(n)`` makes the transmit buffer at least ``n`` bytes and remembers the old
-    size (also on disk, for a run killed before it could restore), which ``restore()`` puts
-    back unless someone changed it since. ``raise_receive`` enlarges the receive buffers of
-    the given interfaces' sockets, which go away with the ports. OSError when OVS cannot be
-    found or the kernel refuses."""
-
-    MAX_BYTES = 1 << 30
-    _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
-    _SYS_PIDFD_GETFD = 438  # the same number on every architecture
-
-    def __init__(self, pidfile: Path = OVS_PIDFILE,
-                 record: Path = netstate.STATE_DIR / "ovs-transmit-buffer"):
-        self.pidfile, self.record = pidfile, record
-        self.sock: socket.socket | None = None  # duplicate of the transmit socket
-        self.before: int | None = None
-        self.size: int | None = None
-
-    def _sockets(self) -> tuple[int, dict[int, int]]:
-        """OVS's pid and its packet sockets: descriptor -> bound ifindex (0: none)."""
-        pid = int(self.pidfile.read_text().split()[0])
-        bound = {}  # inode -> ifindex; the transmit socket also has protocol 0
-        for line in Path(f"/proc/{pid}/net/packet").read_text().splitlines()[1:]:
-            f = line.split()
-            if len(f) >= 9:
-                bound[f[8]] = -1 if f[4] == "0" and f[3] != "0000" else int(f[4])
-        fds = {}
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:[") and bound.get(target[8:-1], -1) >= 0:
-                fds[int(fd)] = bound[target[8:-1]]
-        return pid, fds
-
-    def _dup(self, pid: int, fd: int) -> socket.socket:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pidfd = os.pidfd_open(pid)
-        try:
-            new = libc.syscall(self._SYS_PIDFD_GETFD, pidfd, fd, 0)
-        finally:
-            os.close(pidfd)
-        if new < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"pidfd_getfd on ovs-vswitchd: {os.strerror(err)}")
-        return socket.socket(fileno=new)
-
-    def send_size(self) -> int | None:
-        """The transmit socket's buffer in bytes; None when OVS has not opened it yet (it
-        does at its first transmission)."""
-        if self.sock is None:
-            pid, fds = self._sockets()
-            unbound = [fd for fd, ifindex in fds.items() if ifindex == 0]
-            if not unbound:
-                return None
-            if len(unbound) > 1:
-                raise OSError(f"ovs-vswitchd has {len(unbound)} unbound packet sockets")
-            self.sock = self._dup(pid, unbound[0])
-        return _buffer(self.sock, socket.SO_SNDBUF)
-
-    def receive_sizes(self, ifindexes: set[int]) -> list[int]:
-        """Receive buffers of the sockets bound to ``ifindexes``."""
-        pid, fds = self._sockets()
-        sizes = []
-        for fd, ifindex in fds.items():
-            if ifindex in ifindexes:
-                with self._dup(pid, fd) as sock:
-                    sizes.append(_buffer(sock, socket.SO_RCVBUF))
-        return sizes
-
-    def raise_send(self, size: int) -> bool:
-        """Transmit buffer to at least ``size`` bytes; False when OVS has not opened its
-        transmit socket yet. The size found first is recorded on disk (``record``) until
-        ``restore()``, so a run killed before restoring is undone by the next one."""
-        now = self.send_size()
-        if now is None:
-            return False
-        if self.before is None:
-            key = f"{self.pidfile.read_text().split()[0]} {os.fstat(self.sock.fileno()).st_ino}"
-            try:
-                old_key, old_size = self.record.read_text().rsplit(" ", 1)
-                self.before = int(old_size) if old_key == key else now
-            except (OSError, ValueError):
-                self.before = now
-            self.record.parent.mkdir(parents=True, exist_ok=True)
-            self.record.write_text(f"{key} {self.before}")
-        if now < size:
-            # the kernel doubles the value given (its bookkeeping overhead), as for SO_SNDBUF
-            self.sock.setsockopt(socket.SOL_SOCKET, self._SO_SNDBUFFORCE, (size + 1) // 2)
-        self.size = _buffer(self.sock, socket.SO_SNDBUF)
-        return True
-
-    def raise_receive(self, ifindexes: set[int], size: int) -> int:
-        """Receive buffers of the sockets bound to ``ifindexes`` to at least ``size`` bytes;
-        how many sockets were found."""
-        pid, fds = self._sockets()
-        found = 0
-        for fd, ifindex in fds.items():
-            if ifindex in ifindexes:
-                with self._dup(pid, fd) as sock:
-                    if _buffer(sock, socket.SO_RCVBUF) < size:
-                        sock.setsockopt(socket.SOL_SOCKET, self._SO_RCVBUFFORCE, (size + 1) // 2)
-                found += 1
-        return found
-
-    def restore(self) -> None:
-        """Put the transmit buffer's old size back; close the duplicate (idempotent)."""
-        sock, self.sock = self.sock, None
-        if sock is None:
-            return
-        try:
-            if self.before is not None and _buffer(sock, socket.SO_SNDBUF) == self.size:
-                sock.setsockopt(socket.SOL_SOCKET, self._SO_SNDBUFFORCE, self.before // 2)
-            if self.before is not None:
-                self.record.unlink(missing_ok=True)
-        except OSError as exc:
-            print(f"emulation: restoring ovs-vswitchd's send buffer failed: {exc}",
-                  file=sys.stderr)
-        finally:
-            sock.close()
-            self.before = self.size = None
-
-
-def ifindexes(netns: str | None = None) -> dict[str, int]:
-    """Interface name -> ifindex in namespace ``netns`` (None: the root namespace)."""
-    out = subprocess.run(["ip", *(["-n", netns] if netns else []), "-o", "link", "show"],
-                         capture_output=True, text=True, timeout=10)
-    found = {}
-    for line in out.stdout.splitlines():
-        index, name, _ = line.split(":", 2)
-        found[name.strip().split("@")[0]] = int(index)
-    return found
-
-
-def _buffer(sock: socket.socket, which: int) -> int:
-    return sock.getsockopt(socket.SOL_SOCKET, which)
 
 
 def clean(force: bool = False) -> list[str]:
