@@ -324,19 +324,13 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
 def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int):
     """The restricted master LP: (rate, tree weights, link prices, root duals)."""
     k = len(columns)
-    data, rows, cols = [], [], []
-    for j, (r, ids) in enumerate(columns):
-        rows.append(r)
-        cols.append(j + 1)
-        data.append(-1.0)
-        for e in ids:
-            rows.append(n + e)
-            cols.append(j + 1)
-            data.append(1.0)
-    for r in range(n):
-        rows.append(r)
-        cols.append(0)
-        data.append(1.0)
+    lens = np.array([len(ids) for _, ids in columns], dtype=np.int64)
+    links = np.concatenate([np.asarray(ids, dtype=np.int64) for _, ids in columns]) \
+        if k else np.zeros(0, dtype=np.int64)
+    rows = np.concatenate([[r for r, _ in columns], n + links, np.arange(n)])
+    cols = np.concatenate([np.arange(1, k + 1), np.repeat(np.arange(1, k + 1), lens),
+                           np.zeros(n, dtype=np.int64)])
+    data = np.concatenate([np.full(k, -1.0), np.ones(len(links)), np.ones(n)])
     a_ub = csr_matrix((data, (rows, cols)), shape=(n + m, k + 1))
     b_ub = np.concatenate([np.zeros(n), cap])
     c = np.zeros(k + 1)

@@ -18,7 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from traffic.schedule import Schedule
+from traffic.worker import expected_sum
 
 Spawn = Callable[[str, list[str]], subprocess.Popen]
 
@@ -81,9 +84,14 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
     (seconds after the common start, action) pairs, run on timer threads (a link failing
     mid-run); those not yet due when the run ends are cancelled."""
     workdir.mkdir(parents=True, exist_ok=True)
+    # the true sum, once for every worker's check (each would otherwise regenerate every
+    # server's buffer), before any worker starts so that it takes no time from the run
+    expected = workdir / "expected.npy"
+    np.save(expected, expected_sum(len(ranks), schedule.elements, schedule.dtype, seed))
     job = workdir / "job.json"
     job.write_text(json.dumps({"schedule": schedule.to_json(), "addresses": addresses,
-                               "ranks": ranks, "seed": seed, "timeout_s": timeout_s}))
+                               "ranks": ranks, "seed": seed, "timeout_s": timeout_s,
+                               "expected": str(expected)}))
     servers = sorted(ranks, key=ranks.get)
     procs: dict[str, subprocess.Popen] = {}
     timers: list[threading.Timer] = []

@@ -12,13 +12,12 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
-from topology.links import relays
-from topology.routing import servers
+if TYPE_CHECKING:
+    import networkx as nx
 
 SCHEMA_VERSION = 1
 
@@ -306,6 +305,11 @@ def validate(schedule: Schedule, graph: nx.Graph) -> None:
         raise ScheduleError(
             f"schedule was made for {schedule.topology}, not for this graph ({spec})"
         )
+    # topology (and networkx under it) only here: the workers import this module on every
+    # emulated host, and a run starts one per server
+    from topology.links import relays
+    from topology.routing import servers
+
     rank = {v: r for r, v in enumerate(servers(graph))}
     relay_ok = relays(graph)
     by_id = schedule.by_id()

@@ -1,18 +1,18 @@
 """The AllReduce worker: one process per server, run inside that server's network namespace.
 
 ``python -m traffic.worker --job FILE --server NAME`` reads a job file (the Schedule JSON, every
-server's IP address, the seed and the timeout), listens on the TCP ports of its incoming
-routes, prints ``ready``, waits for ``go T0`` on stdin (T0 on the monotonic clock, which all
-namespaces of one kernel share), opens one connection per outgoing route before T0 (as a
-collective library connects its communicator before the first collective), then runs its
-transfers in dependency order: real buffer bytes (numpy), framed; ``reduce`` adds into the
-partial sum, ``copy`` stores; the receiver acknowledges each message with one byte.
-Connections persist: a transfer takes an idle connection of its route, or opens one when
-every connection of the route is busy (concurrent transfers on one route share its links as
-separate flows), and gives it back when acknowledged. It writes
-its per-transfer times (seconds after T0) and, after ``verify`` on stdin, checks its buffer
-against the true elementwise sum and writes the verdict. Any failure is reported naming this
-server and the transfer, and the process exits 1.
+server's IP address, the seed, the timeout and, optionally, a file holding the true sum),
+listens on the TCP ports of its incoming routes, prints ``ready``, waits for ``go T0`` on stdin
+(T0 on the monotonic clock, which all namespaces of one kernel share), opens one connection per
+outgoing route before T0 (as a collective library connects its communicator before the first
+collective), then runs its transfers in dependency order: real buffer bytes (numpy), framed;
+``reduce`` adds into the partial sum, ``copy`` stores; the receiver acknowledges each message
+with one byte. Connections persist: a transfer takes an idle connection of its route, or opens
+one when every connection of the route is busy (concurrent transfers on one route share its
+links as separate flows), and gives it back when acknowledged. It writes its per-transfer times
+(seconds after T0) and, after ``verify`` on stdin, checks its buffer against the true
+elementwise sum and writes the verdict. Any failure is reported naming this server and the
+transfer, and the process exits 1.
 """
 
 from __future__ import annotations
@@ -268,11 +268,16 @@ class Worker:
             sock.close()
         return not self.errors
 
-    def verify(self) -> tuple[bool, str]:
-        """Compare the final buffer with the true sum of every server's contribution."""
-        expected = expected_sum(len(self.ranks), self.schedule.elements, self.schedule.dtype,
-                                self.seed)
-        return check_sum(self.buffer, expected)
+    def verify(self, expected: Path | None = None) -> tuple[bool, str]:
+        """Compare the final buffer with the true sum of every server's contribution: the
+        array saved in ``expected`` (``numpy.save``; the runner computes it once for all
+        workers), else computed here."""
+        if expected is not None:
+            total = np.load(expected)
+        else:
+            total = expected_sum(len(self.ranks), self.schedule.elements,
+                                 self.schedule.dtype, self.seed)
+        return check_sum(self.buffer, total)
 
 
 def _read_exactly(conn: socket.socket, size: int, eof_ok: bool = False) -> bytes | None:
@@ -325,7 +330,7 @@ def main() -> int:
         return 1
     if sys.stdin.readline().strip() != "verify":
         return 1
-    good, message = worker.verify()
+    good, message = worker.verify(Path(job["expected"]) if job.get("expected") else None)
     report.update(verified=good, verify_message=message)
     args.out.write_text(json.dumps(report))
     print("verified" if good else "wrong", flush=True)

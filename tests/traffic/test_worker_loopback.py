@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 
@@ -67,6 +68,27 @@ def test_wrong_sum_fails_naming_the_server(tmp_path):
     ranks, addresses = loopback(g)
     with pytest.raises(WorkerError, match=r"server s\d\d.*wrong elements"):
         run_workers(broken, addresses, ranks, spawn, tmp_path, timeout_s=20)
+
+
+def test_workers_check_against_the_runners_sum_file(tmp_path):
+    g = tp.bcube_graph(2, 1)
+    sch = ps_schedule(g, 1000)
+    ranks, addresses = loopback(g)
+    run_workers(sch, addresses, ranks, spawn, tmp_path, seed=4, timeout_s=20)
+    saved = np.load(tmp_path / "expected.npy")
+    assert np.array_equal(saved, expected_sum(len(ranks), 1000, "int32", 4))
+    job = json.loads((tmp_path / "job.json").read_text())
+    assert job["expected"] == str(tmp_path / "expected.npy")
+    # the workers read that file: a sum file that disagrees fails every one of them
+    real_save = np.save
+
+    def off_by_one(path, array):
+        real_save(path, array + 1)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(np, "save", off_by_one)
+        with pytest.raises(WorkerError, match=r"server s\d\d.*wrong elements"):
+            run_workers(sch, addresses, ranks, spawn, tmp_path / "off", seed=4, timeout_s=20)
 
 
 STALLING_PEER = """
