@@ -1,5 +1,4 @@
-"""``python -m controller --topology FILE --of-port 6653 --api 127.0.0.1:8080 [--log FILE]``
-``[--of-host ADDR]``.
+"""``python -m controller --topology FILE --of-port 6653 --api 127.0.0.1:8080 [--log FILE]``.
 
 Runs the Ryu app in this process; exits 0 on SIGTERM or SIGINT, 2 on bad arguments."""
 
@@ -23,29 +22,13 @@ def parse_api(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def parse_of_host(text: str) -> str:
-    """An address no other machine can reach (OpenFlow has no authentication)."""
-    try:
-        addr = ipaddress.ip_address(text)
-    except ValueError:
-        addr = None
-    if addr is None or not (addr.is_loopback or addr.is_link_local):
-        raise argparse.ArgumentTypeError(
-            f"--of-host must be a loopback or link-local address, got {text!r}")
-    return text
-
-
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, check the topology file, run the controller."""
     parser = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
     parser.add_argument("--topology", type=Path, required=True,
                         help="topology file written by the emulation (JSON)")
-    parser.add_argument("--of-host", type=parse_of_host, default="127.0.0.1",
-                        help="OpenFlow address to listen on: loopback or link-local only "
-                             "(default 127.0.0.1; the emulation uses a link-local one when it "
-                             "runs several Open vSwitch instances)")
     parser.add_argument("--of-port", type=int, default=6653,
-                        help="OpenFlow port to listen on (default 6653)")
+                        help="OpenFlow port to listen on, on 127.0.0.1 (default 6653)")
     parser.add_argument("--api", type=parse_api, default=("127.0.0.1", 8080),
                         help="HTTP API address, loopback only (default 127.0.0.1:8080)")
     parser.add_argument("--log", type=Path, default=None, help="log file (default stderr)")
@@ -73,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     return app.run(str(args.topology), args.of_port, args.api[0], args.api[1],
-                   str(args.log) if args.log else None, of_host=args.of_host)
+                   str(args.log) if args.log else None)
 
 
 if __name__ == "__main__":

@@ -416,14 +416,14 @@ def _stop(signum, frame):
 
 
 def run(topology: str, of_port: int, api_host: str, api_port: int,
-        log_file: str | None = None, of_host: str = "127.0.0.1") -> int:
+        log_file: str | None = None) -> int:
     """Run the controller in this process until SIGTERM or SIGINT; returns the exit code."""
     hub.patch(thread=True)
     logging.basicConfig(filename=log_file, level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     Topology.load(topology)
     os.environ[TOPOLOGY_ENV] = os.path.abspath(topology)
-    cfg.CONF(args=["--ofp-listen-host", of_host, "--ofp-tcp-listen-port", str(of_port),
+    cfg.CONF(args=["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(of_port),
                    "--wsapi-host", api_host, "--wsapi-port", str(api_port)],
              project="ryu", version="ryu 4.34")
     signal.signal(signal.SIGTERM, _stop)
@@ -433,7 +433,7 @@ def run(topology: str, of_port: int, api_host: str, api_port: int,
     services = manager.instantiate_apps(**manager.create_contexts())
     web = start_wsgi(manager)
     services.append(hub.spawn(web))
-    LOG.info("listening: OpenFlow %s:%d, API %s:%d", of_host, of_port, api_host, api_port)
+    LOG.info("listening: OpenFlow 127.0.0.1:%d, API %s:%d", of_port, api_host, api_port)
     try:
         while not _STOP["requested"] and not all(t.dead for t in services):
             hub.sleep(0.2)

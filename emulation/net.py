@@ -91,27 +91,29 @@ def _mininet():
 
     class MarkedSwitch(OVSSwitch):
         """OVSSwitch whose bridge carries external-ids:allreduce-testbed=<run id>, created in
-        Open vSwitch instance ``instance`` (None: the system's), connecting to the controller
-        at ``controller_ip``."""
+        Open vSwitch instance ``instance`` (None: the system's), whose bridges reach the
+        controller through the instance's relay socket (``emulation.ovs``)."""
 
-        def __init__(self, name, run_id="", instance=None, controller_ip="127.0.0.1",
-                     **params):
-            self.run_id, self.instance, self.controller_ip = run_id, instance, controller_ip
+        def __init__(self, name, run_id="", instance=None, **params):
+            self.run_id, self.instance = run_id, instance
             super().__init__(name, **params)
 
         def bridgeOpts(self):
             return super().bridgeOpts() + f" external-ids:{netstate.MARK}={self.run_id}"
 
         def start(self, controllers):
-            class At:  # the controller as this bridge reaches it
-                def __init__(self, c, ip):
-                    self.name, self.protocol, self.port, self._ip = c.name, c.protocol, \
-                        c.port, ip
-
-                def IP(self):
-                    return self._ip
-
-            super().start([At(c, self.controller_ip) for c in controllers])
+            super().start(controllers)
+            if self.instance is not None:  # batch mode: the command is queued, not run
+                old = [f'target=\\"tcp:{c.IP()}:{c.port}\\"' for c in controllers]
+                new = f'target=\\"{self.instance.controller_target}\\"'
+                commands = []
+                for command in self.commands:
+                    for target in old:
+                        command = command.replace(target, new)
+                    commands.append(command)
+                if not any(new in c for c in commands):
+                    raise EmulationError(f"no controller target to redirect for {self.name}")
+                self.commands = commands
 
         @classmethod
         def batchStartup(cls, switches, run=None):
@@ -164,12 +166,14 @@ class EmulatedNetwork:
                 (datapath == "kernel" and ovs_instances > 1):
             raise ValueError(f"ovs_instances must be 1..{ovs.MAX_INSTANCES} (1 with the kernel "
                              f"datapath), got {ovs_instances!r}")
-        #: The extra Open vSwitch instances (the system's is instance 0).
+        #: The extra Open vSwitch instances (the system's is instance 0); start() keeps no
+        #: more than the network has bridges for.
         self.instances = [ovs.Instance(k) for k in range(1, ovs_instances)]
         #: Instance of every bridge, and namespace of every switch-side interface (None: root).
         self.assignment: dict[str, int] = {}
         self.port_netns: dict[str, str | None] = {}
-        self.of_host = ovs.CONTROL_IP if self.instances else "127.0.0.1"
+        self._started: list[ovs.Instance] = []  # what stop() may remove: ours only
+        self._relays: list[ovs.ControlRelay] = []
         self.datapath, self.delay_ms, self.loss_pct = datapath, delay_ms, loss_pct
         self.graph = graph.copy()
         if bw_mbps is not None:
@@ -235,6 +239,8 @@ class EmulatedNetwork:
             for end in ("a", "b"):
                 if link[end] in ports:
                     ports[link[end]] += 1
+        del self.instances[max(0, len(ports) - 1):]  # no instance without a bridge
+        self.client.instances = self.instances
         self.assignment = ovs.assign(ports, len(self.instances) + 1)
         self.port_netns = {link[f"intf_{end}"]: self._netns(link[end])
                            for link in links for end in ("a", "b")
@@ -245,10 +251,12 @@ class EmulatedNetwork:
         self.state.ovs_instances = [i.index for i in self.instances]
         self.state.save()
         for instance in self.instances:
+            self._started.append(instance)
             try:
                 instance.start(self.tso)
             except RuntimeError as exc:
                 raise EmulationError(str(exc)) from None
+            self._relays.append(ovs.ControlRelay(instance.control_socket, self.of_port))
         self.timings["ovs_instances_s"] = time.monotonic() - t0
         self._start_controller()
         self._build(links)
@@ -319,8 +327,8 @@ class EmulatedNetwork:
     def _start_controller(self) -> None:
         log = self.workdir / "controller.log"
         cmd = [sys.executable, "-m", "controller", "--topology", str(self.topology_file),
-               "--of-host", self.of_host, "--of-port", str(self.of_port),
-               "--api", f"127.0.0.1:{self.api_port}", "--log", str(log)]
+               "--of-port", str(self.of_port), "--api", f"127.0.0.1:{self.api_port}",
+               "--log", str(log)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
         with open(self.workdir / "controller.out", "wb") as out:
@@ -357,8 +365,7 @@ class EmulatedNetwork:
             net.addSwitch(dp.bridge, cls=MarkedSwitch, dpid=f"{dp.dpid:016x}",
                           datapath=self.datapath, protocols="OpenFlow13", failMode="secure",
                           batch=True, run_id=self.state.run_id,
-                          instance=self.instances[k - 1] if k else None,
-                          controller_ip=self.of_host)
+                          instance=self.instances[k - 1] if k else None)
         offload = {"txo": self.tso, "rxo": self.tso}
         for link in links:
             net.addLink(link["a"], link["b"], port1=link["port_a"], port2=link["port_b"],
@@ -538,8 +545,15 @@ class EmulatedNetwork:
         for buffers in self._extra_buffers:
             buffers.restore()
         self._extra_buffers = []
-        for instance in self.instances:
-            instance.stop()
+        for relay in self._relays:
+            relay.close()
+        self._relays = []
+        for instance in self._started:
+            try:
+                instance.stop()
+            except RuntimeError as exc:  # kept in the state file for clean()
+                print(f"emulation: {exc}", file=sys.stderr)
+        self._started = []
         if self.state.path.exists():
             netstate.remove_run(self.state)
         self._lock.release()
@@ -620,7 +634,10 @@ class EmulatedNetwork:
     def counter_files(self) -> tuple[Path, ...]:
         """The port counters of the extra instances' namespaces (``/proc/PID/net/dev`` of
         their ovs-vswitchd), besides the root namespace's ``/proc/net/dev``."""
-        return tuple(Path(f"/proc/{i.pids()[0]}/net/dev") for i in self.instances)
+        pids = [i.pid("ovs-vswitchd") for i in self.instances]
+        if None in pids:
+            raise EmulationError("an Open vSwitch instance has no ovs-vswitchd pidfile")
+        return tuple(Path(f"/proc/{pid}/net/dev") for pid in pids)
 
     def start_background(self, flows: list[tuple[dict, int]]) -> None:
         """Start one iperf3 flow per (``{"src", "dst", "mbps"}``, TCP port), paced at its

@@ -208,7 +208,12 @@ def remove_run(state: RunState) -> dict[str, list]:
         from emulation.ovs import Instance
 
         for index in state.ovs_instances:
-            for what in Instance(index, STATE_DIR).stop():
+            try:
+                removed = Instance(index, STATE_DIR).stop()
+            except RuntimeError as exc:  # the state stays, for the next clean()
+                print(f"emulation: {exc}", file=sys.stderr)
+                return done
+            for what in removed:
                 kind, _, name = what.partition(" ")
                 done["processes" if kind == "process" else "links"].append(
                     int(name) if kind == "process" else name)

@@ -10,13 +10,15 @@ datapath opens a tap device named ``ovs-netdev``, so two of them cannot share a 
 - ``assign`` decides which bridge goes to which instance; the ports of the bridges of
   instance k are moved into its namespace before the bridges are created. A veth between
   bridges of two instances is a link like any other (its ends sit in two namespaces).
-- Each extra namespace reaches the controller over a point-to-point veth (``artbc<k>`` in
-  the root namespace, ``artbc<k>n`` in the instance's): the controller then listens on
-  ``CONTROL_IP`` (a link-local address on those veths, reachable from nowhere else), and
-  every bridge, the system instance's too, connects there.
+- The controller keeps listening on 127.0.0.1 only, which another namespace cannot reach.
+  The bridges of an extra instance connect to a Unix socket in its rundir instead
+  (``controller_target``; file system paths cross namespaces), and a ``ControlRelay`` of the
+  emulating process pipes each such connection to the controller's TCP port. No address is
+  added anywhere, so nothing outside the machine can reach the controller.
 - ``OvsBuffers`` enlarges an instance's packet socket buffers (``emulation.net`` says why).
 - Everything an instance creates goes away with ``stop()``: its two daemons (by PID, after
-  checking their command lines), its namespace (with every interface in it) and its rundir.
+  checking their command lines), its namespace (with every interface in it) and its rundir
+  (with the relay's socket).
 
 No Mininet import here.
 """
@@ -29,19 +31,16 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from emulation import netstate
 
-#: Address the controller listens on when more than one instance runs (root end of every
-#: control veth); instance k's end is CONTROL_NET.(k + 1).
-CONTROL_NET = "169.254.201"
-CONTROL_IP = f"{CONTROL_NET}.1"
 #: The Open vSwitch database schema (Debian's openvswitch-common).
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
-#: Most instances one network may use (the control addresses are one /24).
+#: Most instances one network may use.
 MAX_INSTANCES = 64
 #: Seconds an instance has to answer after its start.
 START_S = 20.0
@@ -84,7 +83,7 @@ def auto_instances(datapath: str, cores: int | None = None) -> int:
     """
     if datapath == "kernel":
         return 1
-    cores = cores if cores is not None else (os.cpu_count() or 1)
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
     return max(1, min(cores - 1, MAX_INSTANCES))
 
 
@@ -138,14 +137,14 @@ class Instance:
         return self.rundir / "ovs-vswitchd.pid"
 
     @property
-    def control_veth(self) -> tuple[str, str]:
-        """The control veth's ends: root namespace, the instance's namespace."""
-        return f"artbc{self.index}", f"artbc{self.index}n"
+    def control_socket(self) -> Path:
+        """The Unix socket its bridges reach the controller through (``ControlRelay``)."""
+        return self.rundir / "controller.sock"
 
     @property
-    def ip(self) -> str:
-        """Its end of the control veth."""
-        return f"{CONTROL_NET}.{self.index + 1}"
+    def controller_target(self) -> str:
+        """The controller target of its bridges (an OVS active Unix connection)."""
+        return f"unix:{self.control_socket}"
 
     def vsctl(self, *args: str) -> list[str]:
         """argv of ovs-vsctl on this instance's database."""
@@ -162,7 +161,7 @@ class Instance:
         >>> cmds[0], cmds[-1][:5]
         (['ip', 'netns', 'add', 'artb-ovs1'], ['ip', 'netns', 'exec', 'artb-ovs1', 'env'])
         """
-        root, inner, run = *self.control_veth, self.rundir
+        run = self.rundir
         daemon = ["--detach", "--no-chdir"]
         return [
             ["ip", "netns", "add", self.netns],
@@ -170,13 +169,6 @@ class Instance:
             # no IPv6 on the ports moved in (router solicitations would count as traffic)
             self.in_netns("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
                           "net.ipv6.conf.default.disable_ipv6=1"),
-            ["ip", "link", "add", root, "type", "veth", "peer", "name", inner,
-             "netns", self.netns],
-            ["sysctl", "-qw", f"net.ipv6.conf.{root}.disable_ipv6=1"],
-            ["ip", "addr", "add", CONTROL_IP, "peer", self.ip, "dev", root],
-            ["ip", "link", "set", root, "up"],
-            ["ip", "-n", self.netns, "addr", "add", self.ip, "peer", CONTROL_IP, "dev", inner],
-            ["ip", "-n", self.netns, "link", "set", inner, "up"],
             ["ovsdb-tool", "create", str(run / "conf.db"), str(SCHEMA)],
             ["ovsdb-server", str(run / "conf.db"), f"--remote=punix:{run / 'db.sock'}",
              f"--pidfile={run / 'ovsdb-server.pid'}", f"--unixctl={run / 'ovsdb-server.ctl'}",
@@ -211,30 +203,32 @@ class Instance:
                                    f"{START_S:.0f} s (log: {self.rundir / 'ovs-vswitchd.log'})")
             time.sleep(0.1)
 
+    def pid(self, daemon: str = "ovs-vswitchd") -> int | None:
+        """PID of ``daemon`` (ovs-vswitchd or ovsdb-server) from its pidfile; None without."""
+        try:
+            return int((self.rundir / f"{daemon}.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def pids(self) -> list[int]:
         """PIDs of its daemons, from their pidfiles (those that exist)."""
-        out = []
-        for name in ("ovs-vswitchd.pid", "ovsdb-server.pid"):
-            try:
-                out.append(int((self.rundir / name).read_text().split()[0]))
-            except (OSError, ValueError, IndexError):
-                continue
-        return out
+        return [p for d in ("ovs-vswitchd", "ovsdb-server") if (p := self.pid(d))]
 
     def stop(self) -> list[str]:
         """Remove everything it created (idempotent): its daemons (checked by command line:
-        they name the rundir), its namespace, its rundir. What was removed."""
+        they name a file in the rundir), its namespace, its rundir. What was removed;
+        RuntimeError naming what could not be removed."""
         done = []
         for pid in self.pids():
-            if netstate.terminate(pid, str(self.rundir)):
+            if netstate.terminate(pid, f"{self.rundir}/"):
                 done.append(f"process {pid}")
         if Path("/run/netns", self.netns).exists():
-            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, timeout=30)
+            out = subprocess.run(["ip", "netns", "del", self.netns], capture_output=True,
+                                 text=True, timeout=30)
+            if out.returncode != 0:
+                raise RuntimeError(f"cannot delete namespace {self.netns}: "
+                                   f"{out.stderr.strip()[-200:]}")
             done.append(f"namespace {self.netns}")
-        root = self.control_veth[0]
-        if netstate.link_exists(root):
-            subprocess.run(["ip", "link", "del", root], capture_output=True, timeout=10)
-            done.append(f"link {root}")
         if self.rundir.exists():
             shutil.rmtree(self.rundir, ignore_errors=True)
         return done
@@ -396,3 +390,62 @@ def ifindexes(netns: str | None = None) -> dict[str, int]:
 
 def _buffer(sock: socket.socket, which: int) -> int:
     return sock.getsockopt(socket.SOL_SOCKET, which)
+
+
+class ControlRelay:
+    """Pipes every connection to ``path`` (a Unix socket) to the controller at
+    127.0.0.1:``port``, on daemon threads, until ``close()``: the controller stays on
+    loopback while bridges in other namespaces reach it."""
+
+    def __init__(self, path: Path, port: int) -> None:
+        self.path, self.port = Path(path), port
+        self.path.unlink(missing_ok=True)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(self.path))
+        self.server.listen(64)
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, name=f"relay-{self.path.parent.name}",
+                         daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                inner, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            try:
+                outer = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+                outer.settimeout(None)
+            except OSError:
+                inner.close()  # the bridge retries, as with an absent controller
+                continue
+            with self._lock:
+                self._open += [inner, outer]
+            for a, b in ((inner, outer), (outer, inner)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop accepting and end every piped connection (idempotent)."""
+        self.server.close()
+        with self._lock:
+            for sock in self._open:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+            self._open.clear()
+        self.path.unlink(missing_ok=True)

@@ -169,8 +169,9 @@ def plan_links(topo: Topology) -> list[dict]:
 
 def counted_ports(topo: Topology) -> list[tuple[str, str, str]]:
     """(a, b, interface) for every graph link with an end on a datapath: the interface is
-    that end's switch port, in the root network namespace, so its transmit counter counts
-    what went from a to b and its receive counter what came back. Links between two hosts
-    (servers that do not relay, linked directly) have no such port and are left out."""
+    that end's switch port (in the root network namespace, or in the namespace of its Open
+    vSwitch instance), so its transmit counter counts what went from a to b and its receive
+    counter what came back. Links between two hosts (servers that do not relay, linked
+    directly) have no such port and are left out."""
     return [(*link["ends"], link["intf_a"]) for link in plan_links(topo)
             if not link["host_link"] and link["ends"][0] in topo.datapaths]

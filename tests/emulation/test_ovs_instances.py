@@ -85,8 +85,31 @@ def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path):
         net.set_link(a, b, up=True)
     assert not netns_exists(extra.netns) and not extra.rundir.exists()
     assert not any(netstate.cmdline(p) for p in pids)
-    assert not netstate.link_exists(extra.control_veth[0])
     assert not (netstate.STATE_DIR / f"{net.state.run_id}.json").exists()
+
+
+def test_a_network_that_gives_up_leaves_the_running_ones_instances_alone(tmp_path):
+    graph = tp.make_graph("bcube", n=2, k=1)
+    with EmulatedNetwork(graph, tmp_path / "a", of_port=free_port(), api_port=free_port(),
+                         ovs_instances=2) as first:
+        extra = first.instances[0]
+        pids = extra.pids()
+        second = EmulatedNetwork(graph, tmp_path / "b", of_port=free_port(),
+                                 api_port=free_port(), ovs_instances=2, wait_s=0.3)
+        with pytest.raises(RuntimeError, match="another emulated network is running"):
+            with second:
+                pass
+        assert netns_exists(extra.netns) and all(netstate.cmdline(p) for p in pids)
+        assert first.ping_all()["loss_pct"] == 0.0
+
+
+def test_instances_never_outnumber_the_bridges(tmp_path):
+    graph = tp.make_graph("bcube", n=2, k=1)  # 8 bridges: 4 servers', 4 switches
+    with EmulatedNetwork(graph, tmp_path / "net", of_port=free_port(), api_port=free_port(),
+                         ovs_instances=12) as net:
+        assert len(net.instances) == len(net.topology.datapaths) - 1
+        assert sorted(set(net.assignment.values())) == list(range(len(net.instances) + 1))
+        assert net.ping_all()["loss_pct"] == 0.0
 
 
 def _intfs(net, a: str, b: str) -> list[str]:
