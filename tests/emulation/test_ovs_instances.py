@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.emulation
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def netns_exists(name: str) -> bool:
     return Path("/run/netns", name).exists()
 
@@ -42,8 +35,7 @@ def in_netns(netns: str, intf: str) -> str:
 def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path):
     graph = tp.make_graph("bcube", n=2, k=1)
     schedule = build("ring", graph, 200_000, "float32")
-    net = EmulatedNetwork(graph, tmp_path / "net", of_port=free_port(), api_port=free_port(),
-                          ovs_instances=2)
+    net = EmulatedNetwork(graph, tmp_path / "net", ovs_instances=2)
     with net:
         extra = net.instances[0]
         pids = extra.pids()
@@ -90,12 +82,10 @@ def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path):
 
 def test_a_network_that_gives_up_leaves_the_running_ones_instances_alone(tmp_path):
     graph = tp.make_graph("bcube", n=2, k=1)
-    with EmulatedNetwork(graph, tmp_path / "a", of_port=free_port(), api_port=free_port(),
-                         ovs_instances=2) as first:
+    with EmulatedNetwork(graph, tmp_path / "a", ovs_instances=2) as first:
         extra = first.instances[0]
         pids = extra.pids()
-        second = EmulatedNetwork(graph, tmp_path / "b", of_port=free_port(),
-                                 api_port=free_port(), ovs_instances=2, wait_s=0.3)
+        second = EmulatedNetwork(graph, tmp_path / "b", ovs_instances=2, wait_s=0.3)
         with pytest.raises(RuntimeError, match="another emulated network is running"):
             with second:
                 pass
@@ -105,8 +95,7 @@ def test_a_network_that_gives_up_leaves_the_running_ones_instances_alone(tmp_pat
 
 def test_instances_never_outnumber_the_bridges(tmp_path):
     graph = tp.make_graph("bcube", n=2, k=1)  # 8 bridges: 4 servers', 4 switches
-    with EmulatedNetwork(graph, tmp_path / "net", of_port=free_port(), api_port=free_port(),
-                         ovs_instances=12) as net:
+    with EmulatedNetwork(graph, tmp_path / "net", ovs_instances=12) as net:
         assert len(net.instances) == len(net.topology.datapaths) - 1
         assert sorted(set(net.assignment.values())) == list(range(len(net.instances) + 1))
         assert net.ping_all()["loss_pct"] == 0.0
@@ -128,8 +117,7 @@ SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import topology as tp
     from emulation.net import EmulatedNetwork
-    net = EmulatedNetwork(tp.make_graph("bcube", n=2, k=1), Path(sys.argv[1]),
-                          of_port=int(sys.argv[2]), api_port=int(sys.argv[3]), ovs_instances=2)
+    net = EmulatedNetwork(tp.make_graph("bcube", n=2, k=1), Path(sys.argv[1]), ovs_instances=2)
     with net:
         print("READY", net.state.run_id, *net.instances[0].pids(), flush=True)
         time.sleep(120)
@@ -137,9 +125,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_clean_removes_a_killed_runs_instances(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path / "net"),
-                             str(free_port()), str(free_port())], stdout=subprocess.PIPE,
-                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path / "net")],
+                            stdout=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
     line = proc.stdout.readline()
     assert line.startswith("READY"), line
     _, run_id, *pids = line.split()
