@@ -162,10 +162,7 @@ class EmulatedNetwork:
             raise ValueError(f"bw_mbps must be > 0, got {bw_mbps!r}")
         if datapath not in ("user", "kernel"):
             raise ValueError(f"datapath must be user or kernel, got {datapath!r}")
-        if not 1 <= ovs_instances <= ovs.MAX_INSTANCES or \
-                (datapath == "kernel" and ovs_instances > 1):
-            raise ValueError(f"ovs_instances must be 1..{ovs.MAX_INSTANCES} (1 with the kernel "
-                             f"datapath), got {ovs_instances!r}")
+        ovs.check_instances(ovs_instances, datapath)
         #: The extra Open vSwitch instances (the system's is instance 0); start() keeps no
         #: more than the network has bridges for.
         self.instances = [ovs.Instance(k) for k in range(1, ovs_instances)]
@@ -185,8 +182,7 @@ class EmulatedNetwork:
         self._lock = netstate.NetworkLock()
         self.topology = layout(self.graph)
         self.topology_file = self.workdir / "topology.json"
-        self.client = SyncedClient("127.0.0.1", api_port)
-        self.client.instances = self.instances
+        self.client = SyncedClient("127.0.0.1", api_port, self.instances)
         self.timings: dict[str, float] = {}
         self.net = None
         self.ovs_buffers = OvsBuffers()
@@ -239,8 +235,8 @@ class EmulatedNetwork:
             for end in ("a", "b"):
                 if link[end] in ports:
                     ports[link[end]] += 1
-        del self.instances[max(0, len(ports) - 1):]  # no instance without a bridge
-        self.client.instances = self.instances
+        del self.instances[max(0, len(ports) - 1):]  # no instance without a bridge (in place:
+        # the client holds this list)
         self.assignment = ovs.assign(ports, len(self.instances) + 1)
         self.port_netns = {link[f"intf_{end}"]: self._netns(link[end])
                            for link in links for end in ("a", "b")
@@ -286,8 +282,6 @@ class EmulatedNetwork:
         truesize = 68 * 1024 if self.tso else 2 * (self.mtu + 1024)
         queue = QUEUE_PACKETS * truesize
         shaped = sum(1 for link in links if link["bw_mbps"]) * 2
-        ports = {link[f"intf_{end}"] for link in links for end in ("a", "b")
-                 if link[end] not in self.topology.hosts}
         buffers = [(None, self.ovs_buffers)] + [
             (i.netns, OvsBuffers(i.pidfile, i.rundir / "transmit-buffer")) for i in self.instances]
         self._extra_buffers = [b for _, b in buffers[1:]]
@@ -304,7 +298,7 @@ class EmulatedNetwork:
             if pending:
                 raise OSError(f"{len(pending)} ovs-vswitchd opened no transmit socket")
             for netns, buf in buffers:
-                mine = {p for p in ports if self.port_netns.get(p) == netns}
+                mine = {p for p, ns in self.port_netns.items() if ns == netns}
                 indexes = {i for name, i in ifindexes(netns).items() if name in mine}
                 found = buf.raise_receive(indexes, queue)
                 if found < len(mine):
@@ -671,9 +665,11 @@ class SyncedClient(ControllerClient):
     """The controller's client, whose ``route_stats`` first waits for every Open vSwitch
     instance to push its datapath flows' counters into the OpenFlow rules: they lag by up to
     one revalidation cycle (500 ms by default), so counters read right after a run would miss
-    its last bytes."""
+    its last bytes. ``instances``: the extra ones (``emulation.ovs.Instance``)."""
 
-    instances: list = []
+    def __init__(self, host: str, port: int, instances: list | None = None) -> None:
+        super().__init__(host, port)
+        self.instances = instances if instances is not None else []
 
     def route_stats(self) -> dict:
         for _ in range(2):  # the cycle running now may have read its counters already

@@ -104,6 +104,31 @@ def parse_instances(text: str) -> int | None:
     return n
 
 
+def check_instances(count: int, datapath: str) -> int:
+    """``count`` when a network may use that many instances with ``datapath``; ValueError
+    naming the value otherwise (the kernel datapath runs in one).
+
+    >>> check_instances(2, "user")
+    2
+    """
+    if not 1 <= count <= MAX_INSTANCES:
+        raise ValueError(f"--ovs-instances must be auto or 1..{MAX_INSTANCES}, got {count!r}")
+    if datapath == "kernel" and count > 1:
+        raise ValueError(f"--ovs-instances {count}: the kernel datapath runs in one instance "
+                         "(it forwards on every core already)")
+    return count
+
+
+def answering(target: str = "ovs-vswitchd") -> bool:
+    """Whether the ovs-vswitchd at ``target`` (ovs-appctl -t: a name or a control socket)
+    answers."""
+    try:
+        return subprocess.run(["ovs-appctl", "--timeout=3", "-t", target, "version"],
+                              capture_output=True, timeout=8).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
 @dataclass(frozen=True)
 class Instance:
     """Extra instance ``index`` (>= 1): names, paths and the commands that start it."""
@@ -180,14 +205,6 @@ class Instance:
                           f"--log-file={run / 'ovs-vswitchd.log'}", *daemon),
         ]
 
-    def answering(self) -> bool:
-        """Whether its ovs-vswitchd answers on its control socket."""
-        try:
-            return subprocess.run(["ovs-appctl", "--timeout=3", "-t", str(self.ctl), "version"],
-                                  capture_output=True, timeout=8).returncode == 0
-        except subprocess.TimeoutExpired:
-            return False
-
     def start(self, tso: bool) -> None:
         """Bring it up; RuntimeError naming the failed command (the caller tears down)."""
         self.rundir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +214,7 @@ class Instance:
                 raise RuntimeError(f"starting Open vSwitch instance {self.index}: "
                                    f"`{' '.join(argv)}` failed: {out.stderr.strip()[-300:]}")
         deadline = time.monotonic() + START_S
-        while not self.answering():
+        while not answering(str(self.ctl)):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Open vSwitch instance {self.index} did not answer in "
                                    f"{START_S:.0f} s (log: {self.rundir / 'ovs-vswitchd.log'})")

@@ -15,7 +15,7 @@ import socket
 import subprocess
 
 from controller.topofile import IFNAMSIZ, Topology
-from emulation import netstate
+from emulation import netstate, ovs
 
 
 class EmulationError(RuntimeError):
@@ -31,9 +31,7 @@ def preflight(tso: bool) -> None:
         if shutil.which(tool) is None:
             raise EmulationError(f"{tool} is not on PATH: {fix}")
     try:
-        ok = netstate.vsctl("show", timeout_s=3).returncode == 0 and subprocess.run(
-            ["ovs-appctl", "--timeout=3", "-t", "ovs-vswitchd", "version"],
-            capture_output=True, timeout=8).returncode == 0
+        ok = netstate.vsctl("show", timeout_s=3).returncode == 0 and ovs.answering()
     except subprocess.TimeoutExpired:
         ok = False
     if not ok:

@@ -1,7 +1,7 @@
 """The AllReduce worker: one process per server, run inside that server's network namespace.
 
 ``python -m traffic.worker --job FILE --server NAME`` reads a job file (the Schedule JSON, every
-server's IP address, the seed, the timeout and, optionally, a file holding the true sum),
+server's IP address, the seed, the timeout and the file holding the true sum),
 listens on the TCP ports of its incoming routes, prints ``ready``, waits for ``go T0`` on stdin
 (T0 on the monotonic clock, which all namespaces of one kernel share), opens one connection per
 outgoing route before T0 (as a collective library connects its communicator before the first
@@ -268,16 +268,11 @@ class Worker:
             sock.close()
         return not self.errors
 
-    def verify(self, expected: Path | None = None) -> tuple[bool, str]:
-        """Compare the final buffer with the true sum of every server's contribution: the
-        array saved in ``expected`` (``numpy.save``; the runner computes it once for all
-        workers), else computed here."""
-        if expected is not None:
-            total = np.load(expected)
-        else:
-            total = expected_sum(len(self.ranks), self.schedule.elements,
-                                 self.schedule.dtype, self.seed)
-        return check_sum(self.buffer, total)
+    def verify(self, expected: Path) -> tuple[bool, str]:
+        """Compare the final buffer with the true sum of every server's contribution, the
+        array saved in ``expected`` (``numpy.save``: ``traffic.runner`` computes it once for
+        all workers with ``expected_sum``)."""
+        return check_sum(self.buffer, np.load(expected))
 
 
 def _read_exactly(conn: socket.socket, size: int, eof_ok: bool = False) -> bytes | None:
@@ -330,7 +325,7 @@ def main() -> int:
         return 1
     if sys.stdin.readline().strip() != "verify":
         return 1
-    good, message = worker.verify(Path(job["expected"]) if job.get("expected") else None)
+    good, message = worker.verify(Path(job["expected"]))
     report.update(verified=good, verify_message=message)
     args.out.write_text(json.dumps(report))
     print("verified" if good else "wrong", flush=True)
