@@ -13,7 +13,9 @@ whose pricing problem, the cheapest tree rooted at r under the links' dual price
 minimum-cost arborescence (Edmonds) over the servers, each overlay edge costing its cheapest
 physical path. Its optimum is the packing rate x* that ``traffic.cuts.packing_rate``
 finds by max-flow (the fractional form of Edmonds' branching theorem once switches are split
-off), and the iteration stops as soon as it reaches it.
+off), and the iteration stops as soon as it reaches it. Multiplicative-weights trees seed the
+master LP, so it starts near x* instead of tailing off towards it, and a last LP picks, among
+the optimal weightings, the one with the shallowest trees.
 
 Unlike ``multitree``, which spreads fixed tree or ring shapes evenly over the links and so
 assumes one link rate, the packing reads every link's capacity, so a slow link carries
@@ -25,7 +27,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 from scipy.optimize import linprog
-from scipy.sparse import csr_matrix
+from scipy.sparse import csr_matrix, hstack
 from scipy.sparse.csgraph import dijkstra
 
 from topology.links import relays
@@ -41,6 +43,13 @@ RATE_RTOL = 1e-6
 #: root (height at most the root's eccentricity), then edges up to that many hops back
 #: (Edmonds on the allowed edges), then any tree; the next stage starts when one stalls.
 SLACKS = (0, 1, 2, 4, 8, None)
+#: Trees per root and family that seed the master LP at the start of each pricing stage, and
+#: how steeply the seeding's link prices rise with load (exp(SEED_SPREAD) between the least
+#: and the most loaded link per unit of capacity).
+SEED_ROUNDS = 16
+SEED_SPREAD = 8.0
+#: The final re-weighting (``_shallowest``) keeps each root's rate within this (relative).
+SHALLOW_RTOL = 1e-9
 #: Trees whose rate is below this fraction of their root's total are dropped (LP round-off).
 MIN_SHARE = 1e-6
 
@@ -234,11 +243,14 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
                optimum: float | None = None, overlap: bool = False) -> Packing:
     """The optimal packing of broadcast trees (one or more per server) on ``graph``.
 
-    Column generation from one cheapest tree per root; each round adds, for every root whose
-    cheapest tree under the current dual prices costs less than its dual, that tree. Trees
-    are searched shallow first (SLACKS): a shallow tree pipelines in fewer steps. Stops at
-    the max-flow optimum (``traffic.cuts.packing_rate``, within RATE_RTOL), when no root
-    improves, or after ``max_iterations`` rounds; ``Packing.rate`` says what was reached.
+    Column generation. Each pricing stage (SLACKS: shallow trees first, a shallow tree
+    pipelines in fewer steps) starts by adding SEED_ROUNDS trees per root found by
+    multiplicative weights (``_seed``); then each round adds, for every root whose cheapest
+    tree of the stage under the LP's dual prices costs less than its dual, that tree; a stage
+    ends when no root finds one. Stops at the max-flow optimum
+    (``traffic.cuts.packing_rate``, within RATE_RTOL), when the last stage ends, or after
+    ``max_iterations`` rounds; ``Packing.rate`` says what was reached. The rates are then
+    re-weighted to the least total weight x height at that rate (``_shallowest``).
     ``optimum``: x* when the caller has it already (bit/s per server, at this goodput).
 
     ``overlap``: pack a second family, the trees every shard is reduced up, in the same LP
@@ -260,15 +272,15 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     # (row: root + family * n, link use counts as a list of ids)
     columns: list[tuple[int, list[int]]] = []
     trees: list[dict[str, tuple[str, list[int]]]] = []
-    price = np.zeros(m)
-    dual = np.full(families * n, 1.0 / n)
-    rate = 0.0
-    iterations = 0
     hops = net.hops()
     stages = list(SLACKS)
     slack = stages.pop(0)
+    _seed(net, hops, cap, reverse, families, slack, columns, trees)
+    rate, weights, price, dual = _solve(columns, cap, families * n, m)
     center, best_bound = None, np.inf
-    for iterations in range(1, max_iterations + 1):  # noqa: B007 (reported)
+    iterations = 0
+    while rate * scale < optimum * (1 - RATE_RTOL) and iterations < max_iterations:
+        iterations += 1
         # Wentges smoothing: price at a point between the LP's duals and the duals that gave
         # the best upper bound so far, which stops the degenerate LP's duals from jumping
         # between vertices without progress; price at the LP's own duals when that finds
@@ -285,12 +297,12 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
                     found.append(links)
                     uses.append(ids if family == 0 else [int(reverse[e]) for e in ids])
             spent = [float(point[use].sum()) for use in uses]
-            if columns and sum(spent) > 0:
+            if sum(spent) > 0:
                 bound = float(cap @ point) / sum(spent)  # the dual value of (point, spent)
                 if bound < best_bound:
                     center, best_bound = point, bound
             for row, (links, use) in enumerate(zip(found, uses)):
-                if columns and float(price[use].sum()) >= dual[row] * (1 - 1e-9):
+                if float(price[use].sum()) >= dual[row] * (1 - 1e-9):
                     continue
                 columns.append((row, use))
                 trees.append(links)
@@ -301,10 +313,10 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
             if not stages:
                 break
             slack = stages.pop(0)
-            continue
+            _seed(net, hops, cap, reverse, families, slack, columns, trees)
         rate, weights, price, dual = _solve(columns, cap, families * n, m)
-        if rate * scale >= optimum * (1 - RATE_RTOL):
-            break
+    heights = [_height(links, net.servers[row % n]) for (row, _), links in zip(columns, trees)]
+    weights = _shallowest(columns, heights, cap, families * n, m, rate * (1 - SHALLOW_RTOL))
     packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
     for (row, _), links, w in zip(columns, trees, weights):
         packed[row // n][net.servers[row % n]].append((w * scale, links))
@@ -321,25 +333,81 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
                    result[1] if overlap else None)
 
 
-def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int):
-    """The restricted master LP: (rate, tree weights, link prices, root duals)."""
+def _seed(net: _Network, hops: np.ndarray, cap: np.ndarray, reverse: np.ndarray,
+          families: int, slack: int | None, columns: list, trees: list) -> None:
+    """Append SEED_ROUNDS trees per root and family to ``columns`` and ``trees``: every round
+    prices each link exponentially in the load the trees so far put on it per unit of
+    capacity (multiplicative weights, as in Garg-Koenemann's packing), so the trees spread
+    over the links. A master LP over these starts next to the optimum, where column
+    generation from one tree per root starts far below it and tails off."""
+    n = len(net.servers)
+    load = np.zeros(len(cap))
+    for _ in range(SEED_ROUNDS):
+        top = max(float(load.max()), 1e-300)
+        price = np.exp(SEED_SPREAD * (load / top - 1.0)) / cap
+        for family in range(families):
+            cost, pred = net.paths(price if family == 0 else price[reverse])
+            for r in range(n):
+                links = _cheapest_tree(net, r, cost, pred,
+                                       None if slack is None else hops[r], slack or 0)
+                ids = [e for _, ids in links.values() for e in ids]
+                use = ids if family == 0 else [int(reverse[e]) for e in ids]
+                columns.append((r + family * n, use))
+                trees.append(links)
+                np.add.at(load, use, 1.0 / cap[use])
+
+
+def _height(links: dict[str, tuple[str, list[int]]], root: str) -> int:
+    """Height in server hops of the arborescence given by its parent links."""
+    level = {root: 0}
+    for v in links:
+        path = [v]
+        while path[-1] not in level:
+            path.append(links[path[-1]][0])
+        base = level[path[-1]]
+        for i, u in enumerate(reversed(path[:-1]), start=1):
+            level[u] = base + i
+    return max(level.values())
+
+
+def _uses(columns: list[tuple[int, list[int]]], n: int, m: int):
+    """The master LP's tree columns: a sparse (n + m) x k matrix with -1 in the tree's root
+    row and its use count in every link's row (n + link id)."""
     k = len(columns)
     lens = np.array([len(ids) for _, ids in columns], dtype=np.int64)
-    links = np.concatenate([np.asarray(ids, dtype=np.int64) for _, ids in columns]) \
-        if k else np.zeros(0, dtype=np.int64)
-    rows = np.concatenate([[r for r, _ in columns], n + links, np.arange(n)])
-    cols = np.concatenate([np.arange(1, k + 1), np.repeat(np.arange(1, k + 1), lens),
-                           np.zeros(n, dtype=np.int64)])
-    data = np.concatenate([np.full(k, -1.0), np.ones(len(links)), np.ones(n)])
-    a_ub = csr_matrix((data, (rows, cols)), shape=(n + m, k + 1))
+    links = np.concatenate([np.asarray(ids, dtype=np.int64) for _, ids in columns])
+    rows = np.concatenate([[r for r, _ in columns], n + links])
+    cols = np.concatenate([np.arange(k), np.repeat(np.arange(k), lens)])
+    data = np.concatenate([np.full(k, -1.0), np.ones(len(links))])
+    return csr_matrix((data, (rows, cols)), shape=(n + m, k))
+
+
+def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int):
+    """The restricted master LP: (rate, tree weights, link prices, root duals)."""
+    rate = csr_matrix((np.ones(n), (np.arange(n), np.zeros(n, dtype=np.int64))),
+                      shape=(n + m, 1))
+    a_ub = hstack([rate, _uses(columns, n, m)], format="csr")
     b_ub = np.concatenate([np.zeros(n), cap])
-    c = np.zeros(k + 1)
+    c = np.zeros(len(columns) + 1)
     c[0] = -1.0
     res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"the packing LP failed: {res.message}")
     marg = -res.ineqlin.marginals
     return float(res.x[0]), res.x[1:], np.maximum(marg[n:], 0.0), np.maximum(marg[:n], 0.0)
+
+
+def _shallowest(columns: list[tuple[int, list[int]]], heights: list[int], cap: np.ndarray,
+                n: int, m: int, rate: float) -> np.ndarray:
+    """Tree weights that give every root ``rate`` within the links' capacities at the least
+    total weight x height: of the master LP's many optimal vertices, one whose trees
+    pipeline in fewest steps."""
+    b_ub = np.concatenate([np.full(n, -rate), cap])
+    res = linprog(np.asarray(heights, dtype=float), A_ub=_uses(columns, n, m), b_ub=b_ub,
+                  bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the packing LP failed: {res.message}")
+    return res.x
 
 
 def split(count: int, weights: list[float]) -> list[int]:

@@ -11,7 +11,7 @@ import topology as tp
 from simulator import lower_bound, packing_bound, simulate
 from traffic.collectives import build
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
-from traffic.packing import min_arborescence, pack_trees, split
+from traffic.packing import _shallowest, min_arborescence, pack_trees, split
 from traffic.schedule import validate
 
 C = 100e6  # bit/s of a 100 Mbit/s link
@@ -116,8 +116,9 @@ def test_split_is_proportional_and_whole():
 
 @pytest.mark.parametrize("graph", [
     star(4), cycle(5), two_halves(25.0), tp.bcube_graph(2, 1), tp.dcell_graph(2, 1),
-    tp.jellyfish_graph(8, 4, 3, seed=0),
-], ids=["star", "cycle", "two-halves", "bcube-2-1", "dcell-2-1", "jellyfish-8"])
+    tp.jellyfish_graph(8, 4, 3, seed=0), tp.dcell_graph(3, 1), tp.bcube_graph(4, 2),
+], ids=["star", "cycle", "two-halves", "bcube-2-1", "dcell-2-1", "jellyfish-8", "dcell-3-1",
+        "bcube-4-2"])
 def test_tree_packing_reaches_the_optimum_within_capacity(graph):
     packed = pack_trees(graph)
     assert packed.rate == pytest.approx(packed.optimum, rel=1e-6)
@@ -134,6 +135,15 @@ def test_tree_packing_reaches_the_optimum_within_capacity(graph):
     caps = link_capacities(graph, 1.0)
     for link, used in load.items():
         assert used <= caps[link] * (1 + 1e-6), link
+
+
+def test_the_final_weighting_keeps_the_shallowest_of_the_optimal_trees():
+    # Two roots; each has a deep and a shallow tree over the same links. Any split reaches the
+    # rate; the least weight x height is all on the shallow trees, within the capacities.
+    columns = [(0, [0, 1]), (0, [0, 1]), (1, [2]), (1, [2])]
+    heights = [3, 1, 1, 5]
+    weights = _shallowest(columns, heights, np.array([1.0, 1.0, 0.5]), 2, 3, 0.5)
+    assert weights == pytest.approx([0.0, 0.5, 0.5, 0.0])
 
 
 @pytest.mark.parametrize("family,params", [
