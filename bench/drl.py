@@ -1,7 +1,7 @@
 """Ablation of the learned scheduler on the test split only (instances training never saw).
 
 ``python bench/drl.py [--checkpoint F] [--no-degraded] [--min-servers N] [--max-servers N]
-[--json FILE]``
+[--json FILE] [--inference-only]``
 
 For every test instance of ``agent.instances.TEST`` (and its degraded copies) under every
 setting of ``agent.instances.SETTINGS`` it prints the simulated makespan, as a multiple of
@@ -13,7 +13,10 @@ packing optimum; "choice" is what the learned first decision picked (a forest ro
 setting, on how many instances the learned policy is at most 1.00 and at most 0.90 x the
 best baseline (ring, ps, ps-sharded, tree, multitree: the issue's reference), its median
 ratio to the best of those and ``packing``, and how often it beats the best hand rule; and
-the inference time on the largest instance. Figures only; nothing is asserted.
+the inference time on the largest instance. With ``--inference-only`` it prints only the
+learned policy's CPU seconds per instance and setting, in a fresh process: a graph's first
+setting includes the packing LP behind the forest rows (cached per graph in the process).
+Figures only; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -52,9 +55,22 @@ def main() -> int:
     parser.add_argument("--max-servers", type=int, default=64, help="skip larger instances")
     parser.add_argument("--min-servers", type=int, default=0, help="skip smaller instances")
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON")
+    parser.add_argument("--inference-only", action="store_true",
+                        help="print only the learned policy's CPU seconds per row")
     args = parser.parse_args()
     torch.set_num_threads(1)
     upper, lower, doc = load_checkpoint(args.checkpoint)
+    if args.inference_only:
+        for graph in graphs(TEST, degraded=not args.no_degraded):
+            if args.min_servers <= server_count(graph) <= args.max_servers:
+                for setting in SETTINGS:
+                    cfg = policy_config(doc, setting.size_bytes, setting.cost)
+                    start = time.process_time()
+                    build_schedule(graph, upper, lower, cfg)
+                    print(f"{label(graph)[:58]:<58} {server_count(graph):>4} servers "
+                          f"{setting.name:<17} {time.process_time() - start:6.2f} s CPU",
+                          flush=True)
+        return 0
     torch.manual_seed(doc["config"]["seed"])
     raw_upper, raw_lower = new_models(doc["hidden"], doc["config"]["env"]["slots"],
                                       doc["config"]["lower_prior"], doc["config"]["rank_prior"])
