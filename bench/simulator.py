@@ -4,7 +4,8 @@
 one line per (topology, algorithm): transfers, build and simulation seconds, transfers
 simulated per second, and the makespan over the lower bound and over the packing optimum
 (and, per topology, how long computing that optimum took).
-``packing`` is built only up to ``--max-packing-servers`` (its LP takes seconds at 64 servers, much longer beyond).
+``packing`` is built only up to ``--max-packing-servers`` (its LP takes seconds at 64
+servers, much longer beyond).
 Figures only; nothing is asserted.
 """
 
