@@ -287,15 +287,7 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
         # nothing.
         added = 0
         for point in ([price] if center is None else [0.5 * (center + price), price]):
-            found, uses = [], []
-            for family in range(families):
-                cost, pred = net.paths(point if family == 0 else point[reverse])
-                for r in range(n):
-                    links = _cheapest_tree(net, r, cost, pred,
-                                           None if slack is None else hops[r], slack or 0)
-                    ids = [e for _, ids in links.values() for e in ids]
-                    found.append(links)
-                    uses.append(ids if family == 0 else [int(reverse[e]) for e in ids])
+            found, uses = _cheapest_trees(net, point, hops, slack, reverse, families)
             spent = [float(point[use].sum()) for use in uses]
             if sum(spent) > 0:
                 bound = float(cap @ point) / sum(spent)  # the dual value of (point, spent)
@@ -340,21 +332,32 @@ def _seed(net: _Network, hops: np.ndarray, cap: np.ndarray, reverse: np.ndarray,
     capacity (multiplicative weights, as in Garg-Koenemann's packing), so the trees spread
     over the links. A master LP over these starts next to the optimum, where column
     generation from one tree per root starts far below it and tails off."""
-    n = len(net.servers)
     load = np.zeros(len(cap))
     for _ in range(SEED_ROUNDS):
         top = max(float(load.max()), 1e-300)
         price = np.exp(SEED_SPREAD * (load / top - 1.0)) / cap
-        for family in range(families):
-            cost, pred = net.paths(price if family == 0 else price[reverse])
-            for r in range(n):
-                links = _cheapest_tree(net, r, cost, pred,
-                                       None if slack is None else hops[r], slack or 0)
-                ids = [e for _, ids in links.values() for e in ids]
-                use = ids if family == 0 else [int(reverse[e]) for e in ids]
-                columns.append((r + family * n, use))
-                trees.append(links)
-                np.add.at(load, use, 1.0 / cap[use])
+        found, uses = _cheapest_trees(net, price, hops, slack, reverse, families)
+        for row, (links, use) in enumerate(zip(found, uses)):
+            columns.append((row, use))
+            trees.append(links)
+            np.add.at(load, use, 1.0 / cap[use])
+
+
+def _cheapest_trees(net: _Network, price: np.ndarray, hops: np.ndarray, slack: int | None,
+                    reverse: np.ndarray, families: int) -> tuple[list, list[list[int]]]:
+    """Every root's cheapest tree of the pricing stage ``slack`` under ``price`` per link,
+    per family (reduce trees priced on the reversed links), in row order (root + family x
+    N): (parent links of each tree, the link ids each uses, with repeats)."""
+    found, uses = [], []
+    for family in range(families):
+        cost, pred = net.paths(price if family == 0 else price[reverse])
+        for r in range(len(net.servers)):
+            links = _cheapest_tree(net, r, cost, pred,
+                                   None if slack is None else hops[r], slack or 0)
+            ids = [e for _, ids in links.values() for e in ids]
+            found.append(links)
+            uses.append(ids if family == 0 else [int(reverse[e]) for e in ids])
+    return found, uses
 
 
 def _height(links: dict[str, tuple[str, list[int]]], root: str) -> int:
