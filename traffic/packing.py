@@ -307,7 +307,8 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
             slack = stages.pop(0)
             _seed(net, hops, cap, reverse, families, slack, columns, trees)
         rate, weights, price, dual = _solve(columns, cap, families * n, m)
-    heights = [_height(links, net.servers[row % n]) for (row, _), links in zip(columns, trees)]
+    heights = [depth(_as_tree(net, links), net.servers[row % n])
+               for (row, _), links in zip(columns, trees)]
     weights = _shallowest(columns, heights, cap, families * n, m, rate * (1 - SHALLOW_RTOL))
     packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
     for (row, _), links, w in zip(columns, trees, weights):
@@ -358,19 +359,6 @@ def _cheapest_trees(net: _Network, price: np.ndarray, hops: np.ndarray, slack: i
             found.append(links)
             uses.append(ids if family == 0 else [int(reverse[e]) for e in ids])
     return found, uses
-
-
-def _height(links: dict[str, tuple[str, list[int]]], root: str) -> int:
-    """Height in server hops of the arborescence given by its parent links."""
-    level = {root: 0}
-    for v in links:
-        path = [v]
-        while path[-1] not in level:
-            path.append(links[path[-1]][0])
-        base = level[path[-1]]
-        for i, u in enumerate(reversed(path[:-1]), start=1):
-            level[u] = base + i
-    return max(level.values())
 
 
 def _uses(columns: list[tuple[int, list[int]]], n: int, m: int):
