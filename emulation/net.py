@@ -235,8 +235,8 @@ class EmulatedNetwork:
             for end in ("a", "b"):
                 if link[end] in ports:
                     ports[link[end]] += 1
-        del self.instances[max(0, len(ports) - 1):]  # no instance without a bridge (in place:
-        # the client holds this list)
+        # No instance without a bridge; in place, because the client holds this list.
+        del self.instances[max(0, len(ports) - 1):]
         self.assignment = ovs.assign(ports, len(self.instances) + 1)
         self.port_netns = {link[f"intf_{end}"]: self._netns(link[end])
                            for link in links for end in ("a", "b")

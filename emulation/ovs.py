@@ -87,21 +87,21 @@ def auto_instances(datapath: str, cores: int | None = None) -> int:
     return max(1, min(cores - 1, MAX_INSTANCES))
 
 
-def parse_instances(text: str) -> int | None:
-    """``--ovs-instances`` value: a count in 1..MAX_INSTANCES, or None for ``auto``.
+def parse_instances(text: str, datapath: str) -> int:
+    """``--ovs-instances`` value for ``datapath``: ``auto`` (``auto_instances``) or a count
+    ``check_instances`` accepts; ValueError naming the value otherwise.
 
-    >>> parse_instances("auto"), parse_instances("2")
-    (None, 2)
+    >>> parse_instances("auto", "kernel"), parse_instances("2", "user")
+    (1, 2)
     """
     if text == "auto":
-        return None
+        return auto_instances(datapath)
     try:
-        n = int(text)
+        count = int(text)
     except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_INSTANCES:
-        raise ValueError(f"--ovs-instances must be auto or 1..{MAX_INSTANCES}, got {text!r}")
-    return n
+        raise ValueError(f"--ovs-instances must be auto or 1..{MAX_INSTANCES}, "
+                         f"got {text!r}") from None
+    return check_instances(count, datapath)
 
 
 def check_instances(count: int, datapath: str) -> int:

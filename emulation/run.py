@@ -30,7 +30,7 @@ import networkx as nx
 
 from emulation.budget import BUDGET_SHARE, cached_budget, choose_rate, measure_forwarding
 from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
-from emulation.ovs import auto_instances, check_instances, parse_instances
+from emulation.ovs import parse_instances
 from simulator import lower_bound, packing_bound, simulate
 from simulator.page import SCHEMA, conditions, network, transfer_list
 from simulator.page import versions as page_versions
@@ -167,9 +167,7 @@ def prepare(args: argparse.Namespace) -> tuple[nx.Graph, int, list[dict[str, Any
     args.delay_ms, args.loss_pct = check_link_effects(args.delay_ms, args.loss_pct,
                                                       args.features)
     args.datapath = choose_datapath(args.datapath, args.features)
-    asked = parse_instances(str(args.ovs_instances))
-    args.ovs_instances = check_instances(asked, args.datapath) if asked else \
-        auto_instances(args.datapath)
+    args.ovs_instances = parse_instances(str(args.ovs_instances), args.datapath)
     if not args.timeout_s > 0:
         raise ValueError(f"--timeout-s must be > 0, got {args.timeout_s:g}")
     time_scale()  # a bad ARTB_TIME_SCALE is refused here, not after the network is up

@@ -31,7 +31,7 @@ def test_auto_leaves_a_core_to_the_hosts_and_kernel_uses_one():
 @pytest.mark.parametrize("text", ["0", "-1", "x", "65", ""])
 def test_bad_instance_counts_are_refused(text):
     with pytest.raises(ValueError, match="--ovs-instances must be"):
-        ovs.parse_instances(text)
+        ovs.parse_instances(text, "user")
 
 
 def test_instance_commands_keep_everything_in_its_namespace_and_rundir(tmp_path):
