@@ -19,13 +19,17 @@ computed from its Schedule alone (``schedule_features``), in units that mean the
 any graph, so the scorer ranks families it has never seen by what they cost.
 
 Pure: networkx, numpy and the packing (scipy); no torch. The packing is solved once per
-graph (cached by ``topology.fingerprint``).
+graph (cached by ``topology.fingerprint``). An LP-forest row's features are measured tree
+copy by tree copy (``forest_features``, equal to measuring its Schedule), and its Schedule
+is built only when asked for (the chosen row, or training scoring every row).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
@@ -71,10 +75,12 @@ def packing_for(graph: nx.Graph) -> tuple[tuple[float, bool], Packing]:
 
 @dataclass(frozen=True)
 class Forest:
-    """One forest row: its name, its Schedule and what it costs (``schedule_features``)."""
+    """One forest row: its name, what its Schedule costs (``schedule_features``) and how to
+    build the Schedule (``schedule``, built when first asked for: ranking the rows needs
+    only their features)."""
 
     name: str
-    schedule: Schedule
+    make: Callable[[], Schedule] = field(compare=False, repr=False)
     #: Busiest directed link's bytes over its rate (seconds, bandwidth only).
     link_s: float
     #: Longest dependency chain, each transfer costing the fixed cost plus its bytes at its
@@ -85,6 +91,11 @@ class Forest:
     per_server: float
     #: Simulated makespans already computed, by cost model (``makespan_s``).
     _makespans: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def schedule(self) -> Schedule:
+        """The row's Schedule (built once)."""
+        return self.make()
 
     def features(self, lb_s: float, fixed_s: float) -> list[float]:
         """The FOREST_COLUMNS values (``lb_s``: the lower bound, ``fixed_s``: the fixed cost
@@ -109,24 +120,69 @@ class Forest:
         return max(self.link_s, self.critical_s)
 
 
+class Costs:
+    """What ``schedule_features`` measures, accumulated transfer by transfer through the
+    ``traffic.trees.Builder.add`` interface, so a tree emitter can be measured without
+    building its Schedule. Transfer ids are local: 0, 1, ... in the order added."""
+
+    def __init__(self, rate_Bps: dict, unit: int, fixed_s: float) -> None:
+        self.rate_Bps, self.unit, self.fixed_s = rate_Bps, unit, fixed_s
+        #: Bytes per directed link (whole numbers, so sums do not depend on their order).
+        self.load: dict[tuple[str, str], float] = {}
+        self.finish: list[tuple[float, int]] = []
+        #: The latest (finish time, chain length) of any transfer.
+        self.last: tuple[float, int] = (0.0, 0)
+
+    def add(self, src: str, dst: str, offset: int, count: int, op: str,
+            path, deps=()) -> int:
+        """Account for one transfer (``traffic.trees.Builder.add``); returns its local id."""
+        nbytes = count * self.unit
+        links = list(zip(path, path[1:]))
+        slowest = min(self.rate_Bps[link] for link in links)
+        for link in links:
+            self.load[link] = self.load.get(link, 0.0) + nbytes
+        start, depth = max((self.finish[d] for d in deps if d is not None), default=(0.0, 0))
+        done = (start + self.fixed_s + nbytes / slowest, depth + 1)
+        self.finish.append(done)
+        self.last = max(self.last, done)
+        return len(self.finish) - 1
+
+    def merge(self, other: Costs) -> None:
+        """Add the transfers ``other`` measured (independent of these: no dependency
+        between the two)."""
+        for link, nbytes in other.load.items():
+            self.load[link] = self.load.get(link, 0.0) + nbytes
+        self.finish += other.finish
+        self.last = max(self.last, other.last)
+
+    def features(self, servers: int) -> tuple[float, float, int, float]:
+        """(link_s, critical_s, chain, per_server) (see ``Forest``)."""
+        link_s = max((b / self.rate_Bps[link] for link, b in self.load.items()), default=0.0)
+        return (link_s, *self.last, len(self.finish) / max(1, servers))
+
+
+def _rates(graph: nx.Graph, goodput: float) -> dict[tuple[str, str], float]:
+    """Bytes per second of every directed link."""
+    return {link: bits / 8 for link, bits in link_capacities(graph, goodput).items()}
+
+
 def schedule_features(graph: nx.Graph, schedule: Schedule, goodput: float,
                       fixed_s: float) -> tuple[float, float, int, float]:
     """(link_s, critical_s, chain, per_server) of a Schedule (see ``Forest``)."""
-    rate = {link: bits / 8 for link, bits in link_capacities(graph, goodput).items()}
-    unit = DTYPES[schedule.dtype]
-    load: dict[tuple[str, str], float] = {}
-    finish: dict[int, tuple[float, int]] = {}
+    costs = Costs(_rates(graph, goodput), DTYPES[schedule.dtype], fixed_s)
+    local = {}
     for t in schedule.transfers:
-        nbytes = t.count * unit
-        links = list(zip(t.path, t.path[1:]))
-        slowest = min(rate[link] for link in links)
-        for link in links:
-            load[link] = load.get(link, 0.0) + nbytes
-        start, depth = max((finish[d] for d in t.deps if d in finish), default=(0.0, 0))
-        finish[t.id] = (start + fixed_s + nbytes / slowest, depth + 1)
-    link_s = max((b / rate[link] for link, b in load.items()), default=0.0)
-    critical_s, chain = max(finish.values(), default=(0.0, 0))
-    return link_s, critical_s, chain, len(schedule.transfers) / max(1, len(servers(graph)))
+        local[t.id] = costs.add(t.src, t.dst, t.offset, t.count, t.op, t.path,
+                                [local.get(d) for d in t.deps])
+    return costs.features(len(servers(graph)))
+
+
+def _forest_plan(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,
+                 dtype: str) -> list:
+    copies, per_hop, top = option
+    return packing_plan(packing_for(graph)[1].top(top), size_bytes // DTYPES[dtype],
+                        copies=copies, chunks_per_hop=per_hop,
+                        min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
 
 
 def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,
@@ -135,12 +191,31 @@ def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size
     reduced up and broadcast down (``traffic.trees.emit_tree``)."""
     copies, per_hop, top = option
     builder = Builder()
-    for tree, down_tree, root, off, cnt, chunks in packing_plan(
-            packing_for(graph)[1].top(top), size_bytes // DTYPES[dtype], copies=copies,
-            chunks_per_hop=per_hop, min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype])):
+    for tree, down_tree, root, off, cnt, chunks in _forest_plan(graph, option, size_bytes,
+                                                                dtype):
         emit_tree(builder, tree, root, off, cnt, chunks, down_tree)
     return from_builder(graph, size_bytes, dtype, builder, "drl", style="forest", copies=copies,
                         pieces_per_hop=per_hop, trees_per_root="all" if top is None else top)
+
+
+def forest_features(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,
+                    dtype: str, goodput: float, fixed_s: float,
+                    memo: dict | None = None) -> tuple[float, float, int, float]:
+    """``schedule_features`` of ``forest_schedule(graph, option, size_bytes, dtype)``, without
+    building it: every tree copy is an independent chain of transfers, measured once per
+    distinct (trees, root, elements, pieces) (``memo``: shared between the options of one
+    graph and buffer)."""
+    memo = {} if memo is None else memo
+    rate = _rates(graph, goodput)
+    total = Costs(rate, DTYPES[dtype], fixed_s)
+    for tree, down_tree, root, _, cnt, chunks in _forest_plan(graph, option, size_bytes, dtype):
+        key = (id(tree), id(down_tree), root, cnt, chunks)
+        if key not in memo:
+            one = Costs(rate, DTYPES[dtype], fixed_s)
+            emit_tree(one, tree, root, 0, cnt, chunks, down_tree)
+            memo[key] = one
+        total.merge(memo[key])
+    return total.features(len(servers(graph)))
 
 
 def option_name(option: tuple[int, float, int | None]) -> str:
@@ -165,19 +240,25 @@ def forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed_
 
 def _forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed_s: float,
              count: int | None) -> list[Forest]:
-    makers = [(option_name(o), lambda o=o: forest_schedule(graph, o, size_bytes, dtype))
-              for o in FOREST_OPTIONS]
-    makers += [("rings", lambda: optimal_rings(graph, size_bytes, dtype, packing_for(graph)[0]))]
+    out: list[Forest] = []
+    memo: dict = {}
+    for option in FOREST_OPTIONS:
+        if count is not None and len(out) == count:
+            return out
+        out.append(Forest(option_name(option),
+                          lambda o=option: forest_schedule(graph, o, size_bytes, dtype),
+                          *forest_features(graph, option, size_bytes, dtype, goodput, fixed_s,
+                                           memo)))
+    makers = [("rings", lambda: optimal_rings(graph, size_bytes, dtype, packing_for(graph)[0]))]
     makers += [(algo, lambda a=algo: build(a, graph, size_bytes, dtype)) for algo in FAMILIES[1:]]
-    out = []
     for name, make in makers:
         if count is not None and len(out) == count:
             break
         schedule = make()
         if schedule is None:
             continue
-        out.append(Forest(name, schedule, *schedule_features(graph, schedule, goodput,
-                                                             fixed_s)))
+        out.append(Forest(name, lambda s=schedule: s,
+                          *schedule_features(graph, schedule, goodput, fixed_s)))
     return out
 
 

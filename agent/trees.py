@@ -99,7 +99,8 @@ class Overlay:
         self.hop_path: list[tuple[str, ...]] = []
         src, dst, rows = [], [], []
         self.pair_hops: dict[tuple[int, int], list[int]] = {}
-        found = {(u, v): [tuple(p) for p in topology_paths(graph, u, v, PATHS_PER_PAIR)]
+        cache: dict = {}
+        found = {(u, v): [tuple(p) for p in topology_paths(graph, u, v, PATHS_PER_PAIR, cache)]
                  for u in self.servers for v in self.servers if u != v}
         for u in self.servers:
             for v in self.servers:

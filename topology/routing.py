@@ -34,11 +34,39 @@ def _relay_graph(graph: nx.Graph, src: str, dst: str) -> nx.Graph:
     return graph.subgraph(keep)
 
 
-def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
+def _sole_switch(graph: nx.Graph, server: str) -> str | None:
+    """The switch a server hangs off when it has exactly one link to a switch, else None."""
+    if graph.degree(server) != 1:
+        return None
+    (nbr,) = graph[server]
+    return nbr if graph.nodes[nbr].get("role") == "switch" else None
+
+
+def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
+                   cache: dict | None = None) -> list[list[str]]:
     """Up to k loop-free paths from src to dst, shortest first (Yen's algorithm).
 
-    Ties are broken by node names so the result does not depend on insertion order."""
-    searched = _relay_graph(graph, src, dst)
+    Ties are broken by node names so the result does not depend on insertion order. Where
+    servers do not relay and both ends hang off one switch each, every path is the two ends
+    around a path between their switches, so the search runs between the switches
+    (``cache``: a dict that keeps those searches, for callers asking about many pairs of one
+    graph)."""
+    if not relays(graph) and src != dst:
+        a, b = _sole_switch(graph, src), _sole_switch(graph, dst)
+        if a is not None and b is not None:
+            if a == b:
+                return [[src, a, dst]]
+            key = (a, b, k)
+            core = None if cache is None else cache.get(key)
+            if core is None:
+                core = _yen(_relay_graph(graph, a, b), a, b, k)
+                if cache is not None:
+                    cache[key] = core
+            return [[src, *p, dst] for p in core]
+    return _yen(_relay_graph(graph, src, dst), src, dst, k)
+
+
+def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
     found = nx.shortest_simple_paths(searched, src, dst)
     out: list[list[str]] = []
     # shortest_simple_paths yields by length; sort each length class by names for stability.
@@ -49,13 +77,14 @@ def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int) -> list[list[str
     return out[:k]
 
 
-def paths(graph: nx.Graph, src: str, dst: str, k: int = 1) -> list[list[str]]:
+def paths(graph: nx.Graph, src: str, dst: str, k: int = 1,
+          cache: dict | None = None) -> list[list[str]]:
     """Return up to ``k`` distinct loop-free paths (node lists, src first, dst last).
 
     BCube: BuildPathSet's k+1 node-disjoint parallel paths come first; DCell: the
     DCellRouting path comes first (paths crossing a link missing from the graph, as on a
     copy with a failed link, are dropped); then, for any graph, shortest simple paths fill
-    up to k.
+    up to k (``cache``: see ``shortest_paths``).
 
     >>> from topology.bcube import bcube_graph
     >>> paths(bcube_graph(4, 1), "s00", "s13", 2)
@@ -78,7 +107,7 @@ def paths(graph: nx.Graph, src: str, dst: str, k: int = 1) -> list[list[str]]:
     # On a degraded copy (a failed link) the family's own paths may use a missing link.
     out = [p for p in first if all(graph.has_edge(a, b) for a, b in zip(p, p[1:]))][:k]
     if len(out) < k:
-        for path in shortest_paths(graph, src, dst, k + len(out)):
+        for path in shortest_paths(graph, src, dst, k + len(out), cache):
             if path not in out:
                 out.append(path)
             if len(out) == k:

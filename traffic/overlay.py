@@ -39,11 +39,14 @@ class Router:
 
     def __init__(self, graph: nx.Graph) -> None:
         self.graph = graph
+        #: Neighbours of every node (networkx's views are slow in the inner loops).
+        self.adj = {x: list(nbrs) for x, nbrs in graph.adjacency()}
         self.relay = relays(graph)
         self.servers = servers_by_rank(graph)
         self.rank = {v: r for r, v in enumerate(self.servers)}
         self.load: dict[tuple[str, str], float] = {}
         self._dist: dict[str, dict[str, int]] = {}
+        self._next: dict[str, dict[str, list[tuple[str, float]]]] = {}
         self.cap = {}
         for u, v in graph.edges():
             self.cap[(u, v)] = self.cap[(v, u)] = link_rate_mbps(graph, u, v)
@@ -66,7 +69,7 @@ class Router:
                 x = queue.popleft()
                 if x != dst and not self.passable(x, dst):
                     continue
-                for y in self.graph[x]:
+                for y in self.adj[x]:
                     if y not in dist:
                         dist[y] = dist[x] + 1
                         queue.append(y)
@@ -80,23 +83,34 @@ class Router:
             raise ValueError(f"no path from {src} to {dst}")
         return dist[src]
 
+    def _next_hops(self, dst: str) -> dict[str, list[tuple[str, float]]]:
+        """Per node, its next hops on the shortest allowed routes to ``dst`` with the
+        capacities of the links to them."""
+        nxt = self._next.get(dst)
+        if nxt is None:
+            dist = self.distances(dst)
+            nxt = {x: [(y, self.cap[(x, y)]) for y in self.adj[x]
+                       if dist.get(y, -1) == d - 1 and self.passable(y, dst)]
+                   for x, d in dist.items()}
+            self._next[dst] = nxt
+        return nxt
+
     def path(self, src: str, dst: str, nbytes: float = 0.0) -> tuple[str, ...]:
         """A shortest allowed path from ``src`` to ``dst`` on the least-loaded links, and
         ``nbytes`` added to the load of each of its directed links."""
-        dist = self.distances(dst)
-        if src not in dist:
+        nxt = self._next_hops(dst)
+        if src not in nxt:
             raise ValueError(f"no path from {src} to {dst}")
         # Dynamic programme over the shortest-path DAG: the least (worst, total) load per
         # capacity from each node to dst; ties go to the smaller next-hop name.
         best: dict[str, tuple[float, float, str]] = {dst: (0.0, 0.0, "")}
+        load = self.load
 
         def solve(x: str) -> tuple[float, float, str]:
             if x not in best:
                 options = []
-                for y in self.graph[x]:
-                    if dist.get(y, -1) != dist[x] - 1 or not self.passable(y, dst):
-                        continue
-                    level = self.load.get((x, y), 0.0) / self.cap[(x, y)]
+                for y, cap in nxt[x]:
+                    level = load.get((x, y), 0.0) / cap
                     worst, total, _ = solve(y)
                     options.append((max(level, worst), total + level, y))
                 best[x] = min(options)

@@ -68,6 +68,15 @@ class Packing:
         self.rate = rate
         self.optimum = optimum
         self.iterations = iterations
+        #: Heights of the trees, by id (with the tree, so the id stays its own).
+        self._heights: dict[tuple[int, str], tuple[Tree, int]] = {}
+
+    def height(self, tree: Tree, root: str) -> int:
+        """Height in server hops of one of this packing's trees rooted at ``root``."""
+        key = (id(tree), root)
+        if key not in self._heights:
+            self._heights[key] = tree, depth(tree, root)
+        return self._heights[key][1]
 
     def top(self, count: int | None) -> Packing:
         """This packing with only each root's ``count`` heaviest trees of each family (all
@@ -76,8 +85,10 @@ class Packing:
             return {r: sorted(items, key=lambda t: -t[0])[:count] for r, items in family.items()}
         if count is None:
             return self
-        return Packing(keep(self.trees), self.rate, self.optimum, self.iterations,
+        kept = Packing(keep(self.trees), self.rate, self.optimum, self.iterations,
                        None if self.reduce_trees is None else keep(self.reduce_trees))
+        kept._heights = self._heights
+        return kept
 
     def families(self) -> list[dict[str, list[tuple[float, Tree]]]]:
         """The tree families: the broadcast trees, then the reduce trees where they differ."""
@@ -451,7 +462,7 @@ def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
                                                                  copies)
         for tree, down_tree, (off, cnt) in zip(up, down, segments(count, copies)):
             if cnt:
-                height = max(depth(tree, root), depth(down_tree, root))
+                height = max(packing.height(tree, root), packing.height(down_tree, root))
                 chunks = max(1, min(int(chunks_per_hop * height), cnt // min_chunk))
                 plan.append((tree, down_tree, root, offset + off, cnt, chunks))
     per_chunk = 2 * (len(names) - 1)

@@ -8,7 +8,14 @@ import torch
 
 import topology
 from agent.env import F_UP, TREE_ROWS, EnvConfig, TreeBuildingEnv
-from agent.forest import FAMILIES, FOREST_COLUMNS, FOREST_OPTIONS, schedule_features
+from agent.forest import (
+    FAMILIES,
+    FOREST_COLUMNS,
+    FOREST_OPTIONS,
+    forest_features,
+    forest_schedule,
+    schedule_features,
+)
 from agent.instances import degrade
 from agent.networks import RowScorer
 from agent.ppo import rank_update
@@ -35,6 +42,19 @@ def test_features_of_one_transfer_are_closed_form():
     assert link_s == pytest.approx(4000 / rate_Bps)
     assert critical_s == pytest.approx(0.002 + 4000 / rate_Bps)
     assert chain == 1 and per_server == pytest.approx(1 / 4)
+
+
+@pytest.mark.parametrize("family,params", FAMILY_GRAPHS)
+@pytest.mark.parametrize("size", [64 * 1024, 1_000_000])
+def test_forest_features_without_the_schedule_equal_the_schedules(family, params, size):
+    # Rows are ranked by features measured tree copy by tree copy, without building their
+    # Schedules: exactly what measuring the built Schedule gives.
+    graph = degrade(topology.make_graph(family, **params), "slow", seed=3)
+    memo: dict = {}
+    for option in FOREST_OPTIONS:
+        built = schedule_features(graph, forest_schedule(graph, option, size, "float32"),
+                                  0.9, 0.002)
+        assert forest_features(graph, option, size, "float32", 0.9, 0.002, memo) == built
 
 
 @pytest.mark.parametrize("family,params", FAMILY_GRAPHS)

@@ -168,6 +168,22 @@ def test_paths_api(family):
     assert tp.paths(g, servers[0], servers[0]) == [[servers[0]]]
 
 
+def test_single_link_servers_search_between_their_switches():
+    # Jellyfish servers do not relay and hang off one switch: the search runs between the
+    # switches (cached per pair of switches) and must give what Yen's algorithm on the
+    # whole graph gives.
+    from topology.routing import _relay_graph, _yen
+
+    g = tp.make_graph("jellyfish", switches=12, ports=4, uplinks=3, seed=5)
+    servers = tp.servers(g)
+    cache: dict = {}
+    for src, dst in itertools.permutations(servers[:8], 2):
+        full = _yen(_relay_graph(g, src, dst), src, dst, 3)
+        assert tp.shortest_paths(g, src, dst, 3, cache) == full
+        assert tp.shortest_paths(g, src, dst, 3) == full
+    assert cache
+
+
 @pytest.mark.parametrize(
     ("call", "word"),
     [
