@@ -27,6 +27,7 @@ is built only when asked for (the chosen row, or training scoring every row).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,13 +35,14 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 
+from agent.chains import longest_chain
 from simulator import CostModel, simulate
 from topology import fingerprint
 from topology.routing import servers
 from traffic.collectives import build, from_builder, optimal_rings, packing_forest
 from traffic.cuts import link_capacities, tree_allreduce_rate
 from traffic.packing import MIN_CHUNK_BYTES, Packing, packing_plan
-from traffic.schedule import DTYPES, Schedule
+from traffic.schedule import DTYPES, Schedule, segments
 from traffic.trees import Builder, emit_tree
 
 #: (tree copies per shard, pieces per server hop of height (0: one piece), heaviest trees
@@ -130,8 +132,9 @@ class Costs:
         #: Bytes per directed link (whole numbers, so sums do not depend on their order).
         self.load: dict[tuple[str, str], float] = {}
         self.finish: list[tuple[float, int]] = []
-        #: The latest (finish time, chain length) of any transfer.
+        #: The latest (finish time, chain length) of any transfer, and the transfers counted.
         self.last: tuple[float, int] = (0.0, 0)
+        self.transfers = 0
 
     def add(self, src: str, dst: str, offset: int, count: int, op: str,
             path, deps=()) -> int:
@@ -145,20 +148,21 @@ class Costs:
         done = (start + self.fixed_s + nbytes / slowest, depth + 1)
         self.finish.append(done)
         self.last = max(self.last, done)
+        self.transfers += 1
         return len(self.finish) - 1
 
-    def merge(self, other: Costs) -> None:
+    def merge(self, other: Costs | TreeCopy) -> None:
         """Add the transfers ``other`` measured (independent of these: no dependency
-        between the two)."""
+        between the two; later ``add`` calls cannot depend on them)."""
         for link, nbytes in other.load.items():
             self.load[link] = self.load.get(link, 0.0) + nbytes
-        self.finish += other.finish
+        self.transfers += other.transfers
         self.last = max(self.last, other.last)
 
     def features(self, servers: int) -> tuple[float, float, int, float]:
         """(link_s, critical_s, chain, per_server) (see ``Forest``)."""
         link_s = max((b / self.rate_Bps[link] for link, b in self.load.items()), default=0.0)
-        return (link_s, *self.last, len(self.finish) / max(1, servers))
+        return (link_s, *self.last, self.transfers / max(1, servers))
 
 
 def _rates(graph: nx.Graph, goodput: float) -> dict[tuple[str, str], float]:
@@ -209,13 +213,61 @@ def forest_features(graph: nx.Graph, option: tuple[int, float, int | None], size
     rate = _rates(graph, goodput)
     total = Costs(rate, DTYPES[dtype], fixed_s)
     for tree, down_tree, root, _, cnt, chunks in _forest_plan(graph, option, size_bytes, dtype):
-        key = (id(tree), id(down_tree), root, cnt, chunks)
-        if key not in memo:
-            one = Costs(rate, DTYPES[dtype], fixed_s)
-            emit_tree(one, tree, root, 0, cnt, chunks, down_tree)
-            memo[key] = one
-        total.merge(memo[key])
+        shape = (id(tree), id(down_tree), root)
+        if shape not in memo:
+            memo[shape] = Period(tree, down_tree, root, rate)
+        if (shape, cnt, chunks) not in memo:
+            memo[shape, cnt, chunks] = memo[shape].cost(cnt, chunks, DTYPES[dtype], fixed_s)
+        total.merge(memo[shape, cnt, chunks])
     return total.features(len(servers(graph)))
+
+
+@dataclass(frozen=True)
+class TreeCopy:
+    """What ``Costs`` measures of one tree copy's transfers (``Costs.merge`` takes it)."""
+
+    load: dict[tuple[str, str], float]
+    last: tuple[float, int]
+    transfers: int
+
+
+class Period:
+    """One piece of a tree copy's pipelined reduce and broadcast (``emit_tree`` recorded on
+    two pieces): each transfer's dependencies within its piece and on the previous piece,
+    its path's slowest rate and the links it crosses. ``cost`` measures any piece count
+    with ``agent.chains.longest_chain``."""
+
+    def __init__(self, tree, down_tree, root: str, rate_Bps: dict) -> None:
+        builder = Builder()
+        emit_tree(builder, tree, root, 0, 2, 2, down_tree)
+        first, second = builder.transfers[:len(builder.transfers) // 2], \
+            builder.transfers[len(builder.transfers) // 2:]
+        size = len(first)
+        same = [[d - size for d in t.deps if d >= size] for t in second]
+        prev = [[d for d in t.deps if d < size] for t in second]
+        if len(second) != size or [list(t.deps) for t in first] != same:
+            raise RuntimeError("emit_tree's pieces are not alike: Period cannot measure them")
+        self.same_ptr, self.same_idx = _csr(same)
+        self.prev_ptr, self.prev_idx = _csr(prev)
+        links = [list(zip(t.path, t.path[1:])) for t in first]
+        self.rate = np.array([min(rate_Bps[link] for link in crossed) for crossed in links])
+        self.crossings = Counter(link for crossed in links for link in crossed)
+
+    def cost(self, count: int, chunks: int, unit: int, fixed_s: float) -> TreeCopy:
+        """What the tree copy costs for ``count`` elements of ``unit`` bytes in ``chunks``
+        pieces (as ``emit_tree`` cuts them)."""
+        pieces = segments(count, max(1, min(chunks, count)))
+        piece_bytes = np.array([cnt * unit for _, cnt in pieces], dtype=float)
+        finish, chain = longest_chain(self.same_ptr, self.same_idx, self.prev_ptr,
+                                      self.prev_idx, self.rate, piece_bytes, fixed_s)
+        load = {link: float(n * count * unit) for link, n in self.crossings.items()}
+        return TreeCopy(load, (float(finish), int(chain)), len(self.rate) * len(pieces))
+
+
+def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(items) for items in lists])
+    return ptr, np.array([i for items in lists for i in items], np.int64)
 
 
 def option_name(option: tuple[int, float, int | None]) -> str:

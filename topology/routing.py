@@ -25,6 +25,10 @@ def switches(graph: nx.Graph) -> list[str]:
     return [v for v, role in graph.nodes(data="role") if role == "switch"]
 
 
+#: Hops beyond the shortest up to which ``shortest_paths`` enumerates paths depth-first.
+SEARCH_SLACK = 2
+
+
 def _relay_graph(graph: nx.Graph, src: str, dst: str) -> nx.Graph:
     """The graph in which paths from src to dst may be searched: where servers do not relay
     (switch-centric networks such as Jellyfish) other servers are left out."""
@@ -67,14 +71,49 @@ def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
 
 
 def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
-    found = nx.shortest_simple_paths(searched, src, dst)
+    """The k first of the loop-free paths from src to dst, by length, then by node names:
+    every path of each length, shortest length first, until k are found, whole length
+    classes sorted. Up to ``SEARCH_SLACK`` hops beyond the shortest, by a depth-first search
+    that only steps to nodes from which dst is still reachable in the hops left; beyond that
+    (where fewer than k paths are that short), by Yen's algorithm (networkx), which also ends
+    where no further path exists."""
+    dist = nx.single_source_shortest_path_length(searched, dst)
+    if src not in dist:
+        return []
+    adj: dict[str, list[str]] = {}
     out: list[list[str]] = []
-    # shortest_simple_paths yields by length; sort each length class by names for stability.
-    for _, group in itertools.groupby(found, key=len):
+    for length in range(dist[src], dist[src] + SEARCH_SLACK + 1):
+        found: list[list[str]] = []
+        _extend(searched, adj, dist, dst, [src], {src}, length, found)
+        out.extend(sorted(found))
+        if len(out) >= k:
+            return out[:k]
+    out = []
+    for _, group in itertools.groupby(nx.shortest_simple_paths(searched, src, dst), key=len):
         out.extend(sorted(group))
         if len(out) >= k:
             break
     return out[:k]
+
+
+def _extend(searched: nx.Graph, adj: dict, dist: dict, dst: str, path: list[str],
+            on_path: set[str], left: int, found: list[list[str]]) -> None:
+    """Append to ``found`` every loop-free continuation of ``path`` reaching dst in exactly
+    ``left`` more hops (``dist``: hops to dst; ``adj``: sorted neighbours, filled on use)."""
+    v = path[-1]
+    if left == 0:
+        if v == dst:
+            found.append(list(path))
+        return
+    if v not in adj:
+        adj[v] = sorted(searched[v])
+    for w in adj[v]:
+        if w not in on_path and dist.get(w, left) <= left - 1 and (w != dst or left == 1):
+            path.append(w)
+            on_path.add(w)
+            _extend(searched, adj, dist, dst, path, on_path, left - 1, found)
+            path.pop()
+            on_path.discard(w)
 
 
 def paths(graph: nx.Graph, src: str, dst: str, k: int = 1,

@@ -7,6 +7,7 @@ Pure: standard library and networkx only. ``traffic.packing`` builds the trees t
 from __future__ import annotations
 
 import networkx as nx
+from networkx.algorithms.flow import build_residual_network, preflow_push
 
 from topology.links import link_rate_mbps
 from topology.routing import servers as servers_by_rank
@@ -69,9 +70,14 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
         changed = False
         for v in names:
             flow.add_edge(source, v, capacity=x)
+        # One residual network for every sink (preflow-push resets its flows); the cut is
+        # computed only for a sink that falls short, by the same algorithm.
+        residual = build_residual_network(flow, "capacity")
         for t in names:
-            value, (side, _) = nx.minimum_cut(flow, source, t)
+            value = preflow_push(flow, source, t, residual=residual,
+                                 value_only=True).graph["flow_value"]
             if value < x * len(names) * (1 - 1e-9):
+                _, (side, _) = nx.minimum_cut(flow, source, t)
                 held = side - {source}
                 inside = sum(1 for v in held if v in inflow)
                 leaving = sum(c for (a, b), c in caps.items() if a in held and b not in held)

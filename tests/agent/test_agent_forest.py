@@ -7,13 +7,17 @@ import pytest
 import torch
 
 import topology
+from agent.chains import longest_chain
 from agent.env import F_UP, TREE_ROWS, EnvConfig, TreeBuildingEnv
 from agent.forest import (
     FAMILIES,
     FOREST_COLUMNS,
     FOREST_OPTIONS,
+    Period,
+    _rates,
     forest_features,
     forest_schedule,
+    packing_for,
     schedule_features,
 )
 from agent.instances import degrade
@@ -55,6 +59,20 @@ def test_forest_features_without_the_schedule_equal_the_schedules(family, params
         built = schedule_features(graph, forest_schedule(graph, option, size, "float32"),
                                   0.9, 0.002)
         assert forest_features(graph, option, size, "float32", 0.9, 0.002, memo) == built
+
+
+def test_longest_chain_interpreted_equals_compiled():
+    # Where numba is missing the same function runs interpreted: same answer, bit for bit.
+    graph = degrade(topology.make_graph("dcell", n=2, k=1), "slow", seed=3)
+    packing = packing_for(graph)[1]
+    root, weighted = next(iter(packing.trees.items()))
+    tree = weighted[0][1]
+    period = Period(tree, None, root, _rates(graph, 0.9))
+    args = (period.same_ptr, period.same_idx, period.prev_ptr, period.prev_idx, period.rate,
+            np.array([4000.0, 4000.0, 3996.0]), 0.002)
+    interpreted = getattr(longest_chain, "py_func", longest_chain)
+    assert tuple(longest_chain(*args)) == tuple(interpreted(*args))
+    assert longest_chain(*args)[1] >= 3  # three pieces pipelined along a chain
 
 
 @pytest.mark.parametrize("family,params", FAMILY_GRAPHS)
