@@ -164,8 +164,12 @@ class TreeBuildingEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, graph: nx.Graph, config: EnvConfig = EnvConfig(),
-                 scheduler: Scheduler | None = None, reference_s: float | None = None) -> None:
+                 scheduler: Scheduler | None = None, reference_s: float | None = None,
+                 score: bool = True) -> None:
         self.cfg = config
+        #: False: a chosen forest row's Schedule is not simulated (makespan and ratio NaN,
+        #: reward 0): deployment needs the Schedule, not its score.
+        self.score = score
         self.ov = ov = overlay_for(graph)
         self.n = ov.n
         self.lb_s = lower_bound(graph, config.size_bytes, goodput=config.goodput)
@@ -339,14 +343,14 @@ class TreeBuildingEnv(gym.Env):
     def _end_forest(self, forest, invalid: bool):
         schedule = replace(forest.schedule, algo="drl",
                            meta={**forest.schedule.meta, "forest": forest.name})
-        makespan = self.forest_makespan(forest)
+        makespan = self.forest_makespan(forest) if self.score else math.nan
         self.mask = np.zeros(TREE_ROWS, np.int8)
         info = {"action_mask": self.mask.copy(), "invalid_action": invalid,
                 "makespan_s": makespan, "schedule": schedule, "plan": None,
                 "forest": forest.name, "chunks_per_server": 0,
                 "ratio_to_lower_bound": makespan / self.lb_s}
-        return (np.zeros((TREE_ROWS, F_UP), np.float32),
-                float(-makespan / self.reference_s), True, False, info)
+        reward = float(-makespan / self.reference_s) if self.score else 0.0
+        return np.zeros((TREE_ROWS, F_UP), np.float32), reward, True, False, info
 
     def _attach(self, hop: int) -> None:
         ov = self.ov

@@ -238,18 +238,17 @@ class Period:
     with ``agent.chains.longest_chain``."""
 
     def __init__(self, tree, down_tree, root: str, rate_Bps: dict) -> None:
-        builder = Builder()
-        emit_tree(builder, tree, root, 0, 2, 2, down_tree)
-        first, second = builder.transfers[:len(builder.transfers) // 2], \
-            builder.transfers[len(builder.transfers) // 2:]
-        size = len(first)
-        same = [[d - size for d in t.deps if d >= size] for t in second]
-        prev = [[d for d in t.deps if d < size] for t in second]
-        if len(second) != size or [list(t.deps) for t in first] != same:
+        recorded = _Recorder()
+        emit_tree(recorded, tree, root, 0, 2, 2, down_tree)
+        size = len(recorded.deps) // 2
+        first, second = recorded.deps[:size], recorded.deps[size:]
+        same = [[d - size for d in deps if d >= size] for deps in second]
+        prev = [[d for d in deps if d < size] for deps in second]
+        if len(second) != size or first != same:
             raise RuntimeError("emit_tree's pieces are not alike: Period cannot measure them")
         self.same_ptr, self.same_idx = _csr(same)
         self.prev_ptr, self.prev_idx = _csr(prev)
-        links = [list(zip(t.path, t.path[1:])) for t in first]
+        links = [list(zip(path, path[1:])) for path in recorded.paths[:size]]
         self.rate = np.array([min(rate_Bps[link] for link in crossed) for crossed in links])
         self.crossings = Counter(link for crossed in links for link in crossed)
 
@@ -262,6 +261,20 @@ class Period:
                                       self.prev_idx, self.rate, piece_bytes, fixed_s)
         load = {link: float(n * count * unit) for link, n in self.crossings.items()}
         return TreeCopy(load, (float(finish), int(chain)), len(self.rate) * len(pieces))
+
+
+class _Recorder:
+    """The paths and dependencies of transfers (``traffic.trees.Builder.add``)."""
+
+    def __init__(self) -> None:
+        self.paths: list = []
+        self.deps: list[list[int]] = []
+
+    def add(self, src: str, dst: str, offset: int, count: int, op: str, path,
+            deps=()) -> int:
+        self.paths.append(path)
+        self.deps.append([d for d in deps if d is not None])
+        return len(self.deps) - 1
 
 
 def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:

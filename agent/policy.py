@@ -4,6 +4,7 @@ calls."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import networkx as nx
@@ -24,7 +25,8 @@ CHECKPOINT_FORMAT = 4
 def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowScorer | None,
                 *, greedy: bool, generator: torch.Generator | None = None,
                 upper_ro: Rollout | None = None, lower_ro: Rollout | None = None,
-                keep_better: bool = True, reference_s: float | None = None) -> dict:
+                keep_better: bool = True, reference_s: float | None = None,
+                score: bool = True) -> dict:
     """One hierarchical episode: the upper policy chooses the chunk count and grows a tree
     per chunk, the lower policy
     (None: the FIFO round filler) orders the transfers, the simulator scores the Schedule.
@@ -32,7 +34,9 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
     (``schedule``, ``makespan_s``, ``ratio_to_lower_bound``). ``keep_better``: the episode's
     Schedule is the better of the lower policy's rounds and the dependency-only one (as
     deployed); False scores the rounds alone (``TrainConfig.sampled_keep_better``).
-    ``reference_s`` scales the upper level's reward (default: the lower bound)."""
+    ``reference_s`` scales the upper level's reward (default: the lower bound). ``score``
+    False: a chosen forest row is not simulated (``makespan_s`` NaN; see
+    ``TreeBuildingEnv``)."""
     scheduler = None
     if lower is not None:
         lower_env = WorkloadEnv(graph, cfg)
@@ -57,7 +61,8 @@ def run_episode(graph: nx.Graph, cfg: EnvConfig, upper: RowScorer, lower: RowSco
                 return lower_env.schedule, lower_env.makespan_s
             return lower_env.rounds_result
 
-    env = TreeBuildingEnv(graph, cfg, scheduler=scheduler, reference_s=reference_s)
+    env = TreeBuildingEnv(graph, cfg, scheduler=scheduler, reference_s=reference_s,
+                          score=score)
     fast_upper = GreedyScorer(upper) if greedy and upper_ro is None else None
     obs, info = env.reset()
     done, reward = False, 0.0
@@ -114,11 +119,13 @@ def load_checkpoint(path: Path | str) -> tuple[RowScorer, RowScorer, dict]:
 
 
 def build_schedule(graph: nx.Graph, upper: RowScorer, lower: RowScorer, cfg: EnvConfig,
-                   samples: int = 0, seed: int = 0) -> tuple[Schedule, float]:
+                   samples: int = 0, seed: int = 0,
+                   score: bool = True) -> tuple[Schedule, float]:
     """The DRL Schedule and its simulated makespan: the greedy (argmax) rollout of both
     levels, and, when ``samples`` > 0, the best of it and that many sampled rollouts
-    (seeded), judged by the simulator."""
-    info = run_episode(graph, cfg, upper, lower, greedy=True)
+    (seeded), judged by the simulator. ``score`` False (with no samples): the makespan is
+    NaN where the decision did not need the simulator (a forest row)."""
+    info = run_episode(graph, cfg, upper, lower, greedy=True, score=score or samples > 0)
     best = (info["makespan_s"], info["schedule"])
     gen = torch.Generator().manual_seed(seed)
     for _ in range(samples):
@@ -138,13 +145,17 @@ def schedule_for(graph: nx.Graph, spec: dict, size_bytes: int, seed: int = 0,
     """The DRL AllReduce Schedule for ``graph`` (described by ``spec``) and a buffer of
     ``size_bytes``, from the general checkpoint (or ``checkpoint``), greedy and
     deterministic, planned for the cost model ``cost`` (default: the one measured by the
-    emulation here); ``seed`` is recorded. Works on any graph with at least two servers."""
+    emulation here); ``seed`` is recorded, and the simulated makespan
+    (``simulated_makespan_s``) where the decision computed it. Works on any graph with at
+    least two servers."""
     if graph.graph.get("spec") not in (None, spec):
         raise ValueError(f"spec {spec} does not describe the graph ({graph.graph['spec']})")
     path = Path(checkpoint) if checkpoint else GENERAL
     upper, lower, doc = load_checkpoint(path)
-    schedule, makespan = build_schedule(graph, upper, lower, policy_config(doc, size_bytes, cost))
-    meta = {**schedule.meta, "checkpoint": path.name, "seed": seed,
-            "simulated_makespan_s": makespan}
+    schedule, makespan = build_schedule(graph, upper, lower, policy_config(doc, size_bytes, cost),
+                                        score=False)
+    meta = {**schedule.meta, "checkpoint": path.name, "seed": seed}
+    if not math.isnan(makespan):
+        meta["simulated_makespan_s"] = makespan
     return Schedule(schedule.topology, schedule.size_bytes, schedule.dtype,
                     schedule.transfers, "drl", meta)

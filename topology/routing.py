@@ -25,8 +25,11 @@ def switches(graph: nx.Graph) -> list[str]:
     return [v for v, role in graph.nodes(data="role") if role == "switch"]
 
 
-#: Hops beyond the shortest up to which ``shortest_paths`` enumerates paths depth-first.
-SEARCH_SLACK = 2
+#: Steps per node of the searched graph that ``shortest_paths``' depth-first search may take
+#: before it hands over to Yen's algorithm.
+SEARCH_STEPS = 20
+#: Longest path it searches depth-first (one recursion level per hop).
+SEARCH_DEPTH = 200
 
 
 def _relay_graph(graph: nx.Graph, src: str, dst: str) -> nx.Graph:
@@ -73,21 +76,26 @@ def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
 def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
     """The k first of the loop-free paths from src to dst, by length, then by node names:
     every path of each length, shortest length first, until k are found, whole length
-    classes sorted. Up to ``SEARCH_SLACK`` hops beyond the shortest, by a depth-first search
-    that only steps to nodes from which dst is still reachable in the hops left; beyond that
-    (where fewer than k paths are that short), by Yen's algorithm (networkx), which also ends
-    where no further path exists."""
+    classes sorted. By a depth-first search per length that only steps to nodes from which
+    dst is still reachable in the hops left; where that search takes more than
+    ``SEARCH_STEPS`` steps per node (few paths, many dead ends), by Yen's algorithm
+    (networkx), which gives the same paths."""
     dist = nx.single_source_shortest_path_length(searched, dst)
     if src not in dist:
         return []
     adj: dict[str, list[str]] = {}
     out: list[list[str]] = []
-    for length in range(dist[src], dist[src] + SEARCH_SLACK + 1):
+    steps = [SEARCH_STEPS * searched.number_of_nodes()]
+    for length in range(dist[src], searched.number_of_nodes()):
         found: list[list[str]] = []
-        _extend(searched, adj, dist, dst, [src], {src}, length, found)
+        if length > SEARCH_DEPTH or not _extend(searched, adj, dist, dst, [src], {src},
+                                                length, found, steps):
+            break
         out.extend(sorted(found))
         if len(out) >= k:
             return out[:k]
+    else:
+        return out
     out = []
     for _, group in itertools.groupby(nx.shortest_simple_paths(searched, src, dst), key=len):
         out.extend(sorted(group))
@@ -97,23 +105,30 @@ def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
 
 
 def _extend(searched: nx.Graph, adj: dict, dist: dict, dst: str, path: list[str],
-            on_path: set[str], left: int, found: list[list[str]]) -> None:
+            on_path: set[str], left: int, found: list[list[str]], steps: list[int]) -> bool:
     """Append to ``found`` every loop-free continuation of ``path`` reaching dst in exactly
-    ``left`` more hops (``dist``: hops to dst; ``adj``: sorted neighbours, filled on use)."""
+    ``left`` more hops (``dist``: hops to dst; ``adj``: sorted neighbours, filled on use);
+    False once ``steps[0]`` steps are spent."""
     v = path[-1]
     if left == 0:
         if v == dst:
             found.append(list(path))
-        return
+        return True
     if v not in adj:
         adj[v] = sorted(searched[v])
     for w in adj[v]:
         if w not in on_path and dist.get(w, left) <= left - 1 and (w != dst or left == 1):
+            steps[0] -= 1
+            if steps[0] < 0:
+                return False
             path.append(w)
             on_path.add(w)
-            _extend(searched, adj, dist, dst, path, on_path, left - 1, found)
+            whole = _extend(searched, adj, dist, dst, path, on_path, left - 1, found, steps)
             path.pop()
             on_path.discard(w)
+            if not whole:
+                return False
+    return True
 
 
 def paths(graph: nx.Graph, src: str, dst: str, k: int = 1,

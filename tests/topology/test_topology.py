@@ -184,6 +184,48 @@ def test_single_link_servers_search_between_their_switches():
     assert cache
 
 
+def _yen_reference(graph, src, dst, k):
+    # Yen's algorithm as networkx yields it, whole length classes sorted by names.
+    out = []
+    for _, group in itertools.groupby(nx.shortest_simple_paths(graph, src, dst), key=len):
+        out.extend(sorted(group))
+        if len(out) >= k:
+            break
+    return out[:k]
+
+
+@pytest.mark.parametrize("graph", [
+    tp.make_graph("bcube", n=3, k=1),
+    tp.make_graph("dcell", n=2, k=1),
+    tp.make_graph("jellyfish", switches=8, ports=5, uplinks=3, seed=5),
+    nx.cycle_graph([f"n{i:03d}" for i in range(9)]),
+], ids=["bcube", "dcell", "jellyfish", "cycle"])
+def test_path_search_equals_yens_algorithm(graph):
+    # The depth-first search by length (and its hand-over to Yen's algorithm where it meets
+    # many dead ends, as between two servers of one Jellyfish switch) gives Yen's paths.
+    from topology.routing import _relay_graph, _yen
+
+    ends = (tp.servers(graph) if graph.graph.get("spec") else list(graph))[:6]
+    for src, dst in itertools.permutations(ends, 2):
+        searched = _relay_graph(graph, src, dst) if graph.graph.get("spec") else graph
+        for k in (1, 3, 6):
+            assert _yen(searched, src, dst, k) == _yen_reference(searched, src, dst, k)
+
+
+def test_path_search_hands_over_to_yen_between_servers_of_one_switch(monkeypatch):
+    # Two servers of one Jellyfish switch have one path and a search full of dead ends.
+    from topology import routing
+
+    graph = tp.make_graph("jellyfish", switches=24, ports=5, uplinks=3, seed=5)
+    calls = []
+    monkeypatch.setattr(routing.nx, "shortest_simple_paths",
+                        lambda *a, **k: calls.append(a) or nx.algorithms.shortest_simple_paths(
+                            *a, **k))
+    searched = routing._relay_graph(graph, "s0_0", "s0_1")
+    assert routing._yen(searched, "s0_0", "s0_1", 3) == [["s0_0", "w0", "s0_1"]]
+    assert calls
+
+
 @pytest.mark.parametrize(
     ("call", "word"),
     [
