@@ -96,7 +96,13 @@ def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
             return out[:k]
     else:
         return out
-    out = []
+    return yen_paths(searched, src, dst, k)
+
+
+def yen_paths(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
+    """What ``_yen`` gives, by Yen's algorithm as networkx yields the paths (shortest first),
+    whole length classes sorted by node names."""
+    out: list[list[str]] = []
     for _, group in itertools.groupby(nx.shortest_simple_paths(searched, src, dst), key=len):
         out.extend(sorted(group))
         if len(out) >= k:
