@@ -12,7 +12,7 @@ scorer works on every graph. After the last tree the chunks' trees become a ``Pl
 ``scheduler`` orders its transfers and the simulator runs the Schedule under the
 configured cost model (fixed cost per transfer, latency per link, goodput). The reward, at
 the last step only, is ``-makespan / reference_s`` (the caller's reference, by default the
-lower bound).
+lower bound; 0 for a forest row when the env does not ``score``).
 
 Lower level, workload scheduling (``WorkloadEnv``): given a Plan, build rounds step by step.
 The candidates are the ready transfers (every data dependency placed in an earlier round)

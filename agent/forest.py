@@ -208,7 +208,8 @@ def forest_features(graph: nx.Graph, option: tuple[int, float, int | None], size
     """``schedule_features`` of ``forest_schedule(graph, option, size_bytes, dtype)``, without
     building it: every tree copy is an independent chain of transfers, measured once per
     distinct (trees, root, elements, pieces) (``memo``: shared between the options of one
-    graph and buffer)."""
+    graph, buffer, dtype, goodput and fixed cost; it keys trees by id, so they must outlive
+    it, as the cached packing's do)."""
     memo = {} if memo is None else memo
     rate = _rates(graph, goodput)
     total = Costs(rate, DTYPES[dtype], fixed_s)
@@ -244,7 +245,8 @@ class Period:
         first, second = recorded.deps[:size], recorded.deps[size:]
         same = [[d - size for d in deps if d >= size] for deps in second]
         prev = [[d for d in deps if d < size] for deps in second]
-        if len(second) != size or first != same:
+        if len(second) != size or first != same or any(
+                d >= t for t, deps in enumerate(same) for d in deps):
             raise RuntimeError("emit_tree's pieces are not alike: Period cannot measure them")
         self.same_ptr, self.same_idx = _csr(same)
         self.prev_ptr, self.prev_idx = _csr(prev)

@@ -25,8 +25,8 @@ def switches(graph: nx.Graph) -> list[str]:
     return [v for v, role in graph.nodes(data="role") if role == "switch"]
 
 
-#: Steps per node of the searched graph that ``shortest_paths``' depth-first search may take
-#: before it hands over to Yen's algorithm.
+#: ``shortest_paths``' depth-first search may take this many steps per node of the searched
+#: graph (one budget for all its length classes) before it hands over to Yen's algorithm.
 SEARCH_STEPS = 20
 #: Longest path it searches depth-first (one recursion level per hop).
 SEARCH_DEPTH = 200
@@ -51,7 +51,8 @@ def _sole_switch(graph: nx.Graph, server: str) -> str | None:
 
 def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
                    cache: dict | None = None) -> list[list[str]]:
-    """Up to k loop-free paths from src to dst, shortest first (Yen's algorithm).
+    """Up to k loop-free paths from src to dst, shortest first (what Yen's algorithm gives;
+    ``_by_length`` finds them).
 
     Ties are broken by node names so the result does not depend on insertion order. Where
     servers do not relay and both ends hang off one switch each, every path is the two ends
@@ -66,23 +67,25 @@ def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
             key = (a, b, k)
             core = None if cache is None else cache.get(key)
             if core is None:
-                core = _yen(_relay_graph(graph, a, b), a, b, k)
+                core = _by_length(_relay_graph(graph, a, b), a, b, k)
                 if cache is not None:
                     cache[key] = core
             return [[src, *p, dst] for p in core]
-    return _yen(_relay_graph(graph, src, dst), src, dst, k)
+    return _by_length(_relay_graph(graph, src, dst), src, dst, k)
 
 
-def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
+def _by_length(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
     """The k first of the loop-free paths from src to dst, by length, then by node names:
     every path of each length, shortest length first, until k are found, whole length
     classes sorted. By a depth-first search per length that only steps to nodes from which
     dst is still reachable in the hops left; where that search takes more than
-    ``SEARCH_STEPS`` steps per node (few paths, many dead ends), by Yen's algorithm
+    ``SEARCH_STEPS`` steps per node in all (few paths, many dead ends), by Yen's algorithm
     (networkx), which gives the same paths."""
+    if src not in searched or dst not in searched:
+        raise nx.NodeNotFound(f"{src if src not in searched else dst} is not in the graph")
     dist = nx.single_source_shortest_path_length(searched, dst)
     if src not in dist:
-        return []
+        raise nx.NetworkXNoPath(f"no path from {src} to {dst}")
     adj: dict[str, list[str]] = {}
     out: list[list[str]] = []
     steps = [SEARCH_STEPS * searched.number_of_nodes()]
@@ -100,7 +103,7 @@ def _yen(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
 
 
 def yen_paths(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
-    """What ``_yen`` gives, by Yen's algorithm as networkx yields the paths (shortest first),
+    """What ``_by_length`` gives, by Yen's algorithm as networkx yields the paths (shortest first),
     whole length classes sorted by node names."""
     out: list[list[str]] = []
     for _, group in itertools.groupby(nx.shortest_simple_paths(searched, src, dst), key=len):

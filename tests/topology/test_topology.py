@@ -172,13 +172,13 @@ def test_single_link_servers_search_between_their_switches():
     # Jellyfish servers do not relay and hang off one switch: the search runs between the
     # switches (cached per pair of switches) and must give what Yen's algorithm on the
     # whole graph gives.
-    from topology.routing import _relay_graph, _yen
+    from topology.routing import _relay_graph, yen_paths
 
     g = tp.make_graph("jellyfish", switches=12, ports=4, uplinks=3, seed=5)
     servers = tp.servers(g)
     cache: dict = {}
     for src, dst in itertools.permutations(servers[:8], 2):
-        full = _yen(_relay_graph(g, src, dst), src, dst, 3)
+        full = yen_paths(_relay_graph(g, src, dst), src, dst, 3)
         assert tp.shortest_paths(g, src, dst, 3, cache) == full
         assert tp.shortest_paths(g, src, dst, 3) == full
     assert cache
@@ -193,13 +193,22 @@ def test_single_link_servers_search_between_their_switches():
 def test_path_search_equals_yens_algorithm(graph):
     # The depth-first search by length (and its hand-over to Yen's algorithm where it meets
     # many dead ends, as between two servers of one Jellyfish switch) gives Yen's paths.
-    from topology.routing import _relay_graph, _yen, yen_paths
+    from topology.routing import _by_length, _relay_graph, yen_paths
 
     ends = (tp.servers(graph) if graph.graph.get("spec") else list(graph))[:6]
     for src, dst in itertools.permutations(ends, 2):
         searched = _relay_graph(graph, src, dst) if graph.graph.get("spec") else graph
         for k in (1, 3, 6):
-            assert _yen(searched, src, dst, k) == yen_paths(searched, src, dst, k)
+            assert _by_length(searched, src, dst, k) == yen_paths(searched, src, dst, k)
+
+
+def test_path_search_between_disconnected_ends_raises_like_yen():
+    from topology.routing import _by_length, yen_paths
+
+    graph = nx.Graph([("a", "b"), ("c", "d")])
+    for search in (_by_length, yen_paths):
+        with pytest.raises(nx.NetworkXNoPath):
+            search(graph, "a", "d", 2)
 
 
 def test_path_search_hands_over_to_yen_between_servers_of_one_switch(monkeypatch):
@@ -212,7 +221,7 @@ def test_path_search_hands_over_to_yen_between_servers_of_one_switch(monkeypatch
                         lambda *a, **k: calls.append(a) or nx.algorithms.shortest_simple_paths(
                             *a, **k))
     searched = routing._relay_graph(graph, "s0_0", "s0_1")
-    assert routing._yen(searched, "s0_0", "s0_1", 3) == [["s0_0", "w0", "s0_1"]]
+    assert routing._by_length(searched, "s0_0", "s0_1", 3) == [["s0_0", "w0", "s0_1"]]
     assert calls
 
 
