@@ -186,7 +186,9 @@ def _forest_plan(graph: nx.Graph, option: tuple[int, float, int | None], size_by
     copies, per_hop, top = option
     return packing_plan(packing_for(graph)[1].top(top), size_bytes // DTYPES[dtype],
                         copies=copies, chunks_per_hop=per_hop,
-                        min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
+                        min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]),
+                        # equal copies: what the shipped checkpoint was trained on
+                        by_rate=False)
 
 
 def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,

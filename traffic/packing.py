@@ -425,14 +425,14 @@ def split(count: int, weights: list[float]) -> list[int]:
 
 #: Pipeline chunks per server hop of a tree's height: the fill and drain of a tree cost about
 #: 1 / CHUNKS_PER_HOP of its time.
-CHUNKS_PER_HOP = 4
+CHUNKS_PER_HOP = 8
 #: Smallest message a tree copy is cut into, in bytes.
 MIN_CHUNK_BYTES = 4096
 #: Most transfers a tree packing's schedule may have (chunks are cut back to fit).
 MAX_TRANSFERS = 120_000
-#: Copies of the trees per root: trees of a root get whole copies in proportion to their
-#: rates, and every copy carries the same data, so max-min sharing of a link between copies
-#: gives each tree about its rate.
+#: Copies of the trees per root: many equal copies running side by side get about equal
+#: shares of the links they have in common under max-min sharing, so a tree with copies in
+#: proportion to its rate gets about its rate.
 COPIES = 4
 
 
@@ -443,28 +443,82 @@ def copies_of(items: list[tuple[float, Tree]], copies: int) -> list[Tree]:
             for _ in range(m)]
 
 
+def rate_parts(items: list[tuple[float, Tree]], count: int, copies: int
+               ) -> list[tuple[Tree, int]]:
+    """(tree, elements) of every copy when a root's ``count`` elements are cut among its
+    weighted trees in proportion to their rates (``split``), so each tree carries exactly
+    its share of the LP's link loads, and each tree's part into max(1, round(``copies`` x
+    its rate / the root's)) equal copies. Parts follow each other in the shard, in the
+    order of ``items``; empty ones are left out.
+
+    >>> rate_parts([(3.0, "a"), (1.0, "b")], 8, 4)
+    [('a', 2), ('a', 2), ('a', 2), ('b', 2)]
+    """
+    total = sum(w for w, _ in items)
+    parts = []
+    for (w, tree), share in zip(items, split(count, [w for w, _ in items])):
+        parts += [(tree, cnt) for _, cnt in segments(share, max(1, round(copies * w / total)))
+                  if cnt]
+    return parts
+
+
+def _paired(up: list[tuple[Tree, int]], down: list[tuple[Tree, int]]
+            ) -> list[tuple[Tree, Tree, int]]:
+    """(reduce tree, broadcast tree, elements) of the pieces of a shard cut wherever either
+    family's parts (``rate_parts``, both over the same elements) begin."""
+    pieces = []
+    i = j = 0
+    left_up, left_down = up[0][1], down[0][1]
+    while i < len(up) and j < len(down):
+        step = min(left_up, left_down)
+        pieces.append((up[i][0], down[j][0], step))
+        left_up -= step
+        left_down -= step
+        if not left_up:
+            i += 1
+            left_up = up[i][1] if i < len(up) else 0
+        if not left_down:
+            j += 1
+            left_down = down[j][1] if j < len(down) else 0
+    return pieces
+
+
 def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
                  chunks_per_hop: float = CHUNKS_PER_HOP, min_chunk: int = 1,
-                 max_transfers: int | None = None
+                 max_transfers: int | None = None, by_rate: bool = True
                  ) -> list[tuple[Tree, Tree, str, int, int, int]]:
     """What ``emit_packing`` emits, one entry per tree copy: (reduce tree, broadcast tree,
     root, offset, elements, chunks). Every server's shard (``segments(elements, N)`` by rank)
-    is cut into ``copies`` equal parts, one per tree copy (``copies_of``), each pipelined in
-    max(1, ``chunks_per_hop`` x height) chunks of at least ``min_chunk`` elements, fewer where
-    the schedule would pass ``max_transfers`` (default MAX_TRANSFERS; every copy keeps one
-    chunk at least). With ``packing.reduce_trees``, copy i of a shard is reduced up the i-th
-    reduce tree copy and broadcast down the i-th broadcast tree copy."""
+    is cut among its trees in proportion to their rates, into about ``copies`` copies
+    (``rate_parts``; with ``packing.reduce_trees`` the reduce and the broadcast family's
+    parts are cut where either begins), or, with ``by_rate=False``, into ``copies`` equal
+    parts, one per tree copy (``copies_of``). Each copy is pipelined in max(1,
+    ``chunks_per_hop`` x height) chunks of at least ``min_chunk`` elements, fewer where the
+    schedule would pass ``max_transfers`` (default MAX_TRANSFERS; every copy keeps one chunk
+    at least)."""
     names = list(packing.trees)
     plan = []
     for (offset, count), root in zip(segments(elements, len(names)), names):
-        down = copies_of(packing.trees[root], copies)
-        up = down if packing.reduce_trees is None else copies_of(packing.reduce_trees[root],
-                                                                 copies)
-        for tree, down_tree, (off, cnt) in zip(up, down, segments(count, copies)):
+        if not count:
+            continue
+        if by_rate:
+            down = rate_parts(packing.trees[root], count, copies)
+            up = down if packing.reduce_trees is None else rate_parts(
+                packing.reduce_trees[root], count, copies)
+            pieces = _paired(up, down)
+        else:
+            down_trees = copies_of(packing.trees[root], copies)
+            up_trees = down_trees if packing.reduce_trees is None else copies_of(
+                packing.reduce_trees[root], copies)
+            pieces = [(tree, down_tree, cnt) for tree, down_tree, (_, cnt)
+                      in zip(up_trees, down_trees, segments(count, copies))]
+        off = offset
+        for tree, down_tree, cnt in pieces:
             if cnt:
                 height = max(packing.height(tree, root), packing.height(down_tree, root))
                 chunks = max(1, min(int(chunks_per_hop * height), cnt // min_chunk))
-                plan.append((tree, down_tree, root, offset + off, cnt, chunks))
+                plan.append((tree, down_tree, root, off, cnt, chunks))
+            off += cnt
     per_chunk = 2 * (len(names) - 1)
     budget = MAX_TRANSFERS if max_transfers is None else max_transfers
     total = per_chunk * sum(chunks for *_, chunks in plan)

@@ -11,7 +11,8 @@ import topology as tp
 from simulator import lower_bound, packing_bound, simulate
 from traffic.collectives import build
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
-from traffic.packing import _shallowest, min_arborescence, pack_trees, split
+from traffic.packing import (_shallowest, min_arborescence, pack_trees, packing_plan,
+                             rate_parts, split)
 from traffic.schedule import validate
 
 C = 100e6  # bit/s of a 100 Mbit/s link
@@ -291,3 +292,46 @@ def test_packing_overlaps_the_phases_on_a_degraded_bcube(change):
     multitree = simulate(g, build("multitree", g, size)).makespan_s / optimum
     assert packing < 1.3
     assert packing < multitree
+
+
+def test_rate_parts_cut_a_shard_in_proportion_to_the_rates():
+    parts = rate_parts([(3.0, "a"), (1.0, "b"), (1e-3, "c")], 4000, 4)
+    assert sum(cnt for _, cnt in parts) == 4000
+    share = {t: sum(cnt for u, cnt in parts if u == t) for t in "abc"}
+    assert share == {"a": 2999, "b": 1000, "c": 1}  # every tree gets its share, if tiny
+    assert [t for t, _ in parts] == ["a", "a", "a", "b", "c"]
+
+
+@pytest.mark.parametrize("change", [None, "quarter"])
+def test_packing_plan_puts_the_lps_load_on_every_link(change):
+    # Each root's trees carry parts of its shard in proportion to their rates, so every
+    # directed link carries its LP load (up to whole elements), and with two families the
+    # pieces pair a reduce and a broadcast tree over the same elements.
+    g = tp.make_graph("dcell", n=3, k=1) if change is None else degraded_bcube(change)
+    packed = pack_trees(g, overlap=change is not None)
+    elements = 1_200_000
+    plan = packing_plan(packed, elements)
+    covered = sorted((off, cnt) for *_, off, cnt, _ in plan)
+    assert [off for off, _ in covered] == list(np.cumsum([0] + [c for _, c in covered])[:-1])
+    assert sum(c for _, c in covered) == elements
+    shard = elements / len(packed.trees)
+    load: dict[tuple[str, str], float] = {}
+    expected: dict[tuple[str, str], float] = {}
+    up_family = packed.trees if packed.reduce_trees is None else packed.reduce_trees
+    for family, reverse, index in ((packed.trees, True, 1), (up_family, False, 0)):
+        for root, items in family.items():
+            total = sum(w for w, _ in items)
+            for weight, tree in items:
+                for _, (_, path) in tree.items():
+                    nodes = path[::-1] if reverse else path
+                    for a, b in zip(nodes, nodes[1:]):
+                        expected[(a, b)] = expected.get((a, b), 0.0) + shard * weight / total
+            for entry in plan:
+                if entry[2] == root:
+                    for _, (_, path) in entry[index].items():
+                        nodes = path[::-1] if reverse else path
+                        for a, b in zip(nodes, nodes[1:]):
+                            load[(a, b)] = load.get((a, b), 0.0) + entry[4]
+    assert load.keys() == expected.keys()
+    for link, used in load.items():
+        assert used == pytest.approx(expected[link], rel=1e-3), link
