@@ -6,6 +6,8 @@ Pure: standard library and networkx only. ``traffic.packing`` builds the trees t
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 from networkx.algorithms.flow import build_residual_network, preflow_push
 
@@ -132,8 +134,8 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     """
     import numpy as np  # numpy, scipy: on use
     from scipy.optimize import linprog
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+    from traffic.maxflow import Network
 
     names = servers_by_rank(graph)
     n = len(names)
@@ -202,27 +204,18 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
         for phase, use in ((0, c1), (1, cap - c1)):
             # The phase's arcs: gather on the links, scatter on the links reversed.
             a, b = (tail, head) if phase == 0 else (head, tail)
-            arc_cap = np.floor(use * units).astype(np.int32)
-            src_cap = np.full(n, int(np.floor(x * units)), dtype=np.int32)
-            graph_rows = np.concatenate([a, np.full(n, source)])
-            graph_cols = np.concatenate([b, servers])
-            data = np.concatenate([arc_cap, src_cap])
-            net = csr_matrix((data, (graph_rows, graph_cols)), shape=(source + 1, source + 1))
-            net.sum_duplicates()
-            need = n * int(np.floor(x * units))
+            per_server = int(np.floor(x * units))
+            need = n * per_server
             if need == 0:
                 raise ValueError("overlap_rate: link rates too far apart (the slowest cut is "
                                  "below 1e-7 of the fastest link)")
+            net = Network(source + 1, np.concatenate([a, np.full(n, source)]),
+                          np.concatenate([b, servers]),
+                          np.concatenate([np.floor(use * units), np.full(n, per_server)]))
+            enough = math.ceil(need * (1 - rtol))
             for t in servers:
-                flow = maximum_flow(net, source, t)
-                if flow.flow_value >= need * (1 - rtol):
-                    continue
-                residual = net - flow.flow
-                residual.data = (residual.data > 0).astype(np.int32)
-                residual.eliminate_zeros()
-                reach = breadth_first_order(residual, source, return_predecessors=False)
-                inside = np.zeros(source + 1, dtype=bool)
-                inside[reach] = True
-                added |= add_cut(phase, inside[:source])
+                _, reach = net.flow(source, t, enough)
+                if reach is not None:
+                    added |= add_cut(phase, reach[:source])
         if not added:
             return x * scale
