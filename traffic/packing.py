@@ -434,6 +434,8 @@ MAX_TRANSFERS = 120_000
 #: shares of the links they have in common under max-min sharing, so a tree with copies in
 #: proportion to its rate gets about its rate.
 COPIES = 4
+#: Chunks of the smallest message per copy below which ``packing_plan`` makes fewer copies.
+MIN_CHUNKS_PER_COPY = 8
 
 
 def copies_of(items: list[tuple[float, Tree]], copies: int) -> list[Tree]:
@@ -489,7 +491,8 @@ def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
                  ) -> list[tuple[Tree, Tree, str, int, int, int]]:
     """What ``emit_packing`` emits, one entry per tree copy: (reduce tree, broadcast tree,
     root, offset, elements, chunks). Every server's shard (``segments(elements, N)`` by rank)
-    is cut among its trees in proportion to their rates, into about ``copies`` copies
+    is cut among its trees in proportion to their rates, into about ``copies`` copies, fewer
+    where the shard holds less than MIN_CHUNKS_PER_COPY chunks of ``min_chunk`` per copy
     (``rate_parts``; with ``packing.reduce_trees`` the reduce and the broadcast family's
     parts are cut where either begins), or, with ``by_rate=False``, into ``copies`` equal
     parts, one per tree copy (``copies_of``). Each copy is pipelined in max(1,
@@ -502,9 +505,12 @@ def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
         if not count:
             continue
         if by_rate:
-            down = rate_parts(packing.trees[root], count, copies)
+            # one copy per MIN_CHUNKS_PER_COPY chunks of the floor at most: where the floor
+            # binds, a copy's pipeline depth is worth more than a finer spread of copies
+            fit = max(1, min(copies, count // (min_chunk * MIN_CHUNKS_PER_COPY)))
+            down = rate_parts(packing.trees[root], count, fit)
             up = down if packing.reduce_trees is None else rate_parts(
-                packing.reduce_trees[root], count, copies)
+                packing.reduce_trees[root], count, fit)
             pieces = _paired(up, down)
         else:
             down_trees = copies_of(packing.trees[root], copies)

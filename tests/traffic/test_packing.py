@@ -11,8 +11,14 @@ import topology as tp
 from simulator import lower_bound, packing_bound, simulate
 from traffic.collectives import build
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
-from traffic.packing import (_shallowest, min_arborescence, pack_trees, packing_plan,
-                             rate_parts, split)
+from traffic.packing import (
+    _shallowest,
+    min_arborescence,
+    pack_trees,
+    packing_plan,
+    rate_parts,
+    split,
+)
 from traffic.schedule import validate
 
 C = 100e6  # bit/s of a 100 Mbit/s link
@@ -335,3 +341,17 @@ def test_packing_plan_puts_the_lps_load_on_every_link(change):
     assert load.keys() == expected.keys()
     for link, used in load.items():
         assert used == pytest.approx(expected[link], rel=1e-3), link
+
+
+def test_small_shards_get_one_copy_per_tree():
+    # Where the shard holds fewer than MIN_CHUNKS_PER_COPY chunks of the floor per copy,
+    # packing_plan makes fewer copies (one per tree at least), so each keeps its pipeline.
+    packed = pack_trees(tp.make_graph("dcell", n=3, k=1))
+    roots = len(packed.trees)
+    per_root = {}
+    for elements in (roots * 7 * 100, roots * 64 * 100):
+        plan = packing_plan(packed, elements, min_chunk=100)
+        per_root[elements] = max(sum(1 for entry in plan if entry[2] == r) for r in packed.trees)
+    trees = max(len(items) for items in packed.trees.values())
+    assert per_root[roots * 7 * 100] == trees
+    assert per_root[roots * 64 * 100] > trees
