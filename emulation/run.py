@@ -19,6 +19,7 @@ import json
 import os
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -52,6 +53,9 @@ from traffic.schedule import (
 )
 
 PROG = "python -m emulation.run"
+#: Chains of one-element transfers the calibration times (``startup_probe``); the fixed
+#: cost is their median.
+STARTUP_PROBES = 3
 
 #: Defaults sized to finish in about a minute on a 2-core laptop VM.
 EMULATION_DEFAULTS = {
@@ -285,14 +289,18 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                      f"{1e3 * failover_s:.0f} ms")
             a, b = probe["src"], probe["dst"]
             chain = startup_probe(graph, a, b)
-            measured = run_workers(chain, {a: addresses[a], b: addresses[b]}, {a: 0, b: 1},
-                                   spawn, out / "workers" / "startup-probe",
-                                   timeout_s=args.timeout_s)
             # Each transfer of the chain waits for the previous one's arrival: a fixed cost
-            # plus the path's one-way delay, which the simulator adds per link.
+            # plus the path's one-way delay, which the simulator adds per link. The median of
+            # STARTUP_PROBES chains: one short chain now and then runs several times slower.
             there = len(chain.transfers[0].path) - 1
-            startup_s = max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s)
-            probe["startup_s"] = startup_s
+            each = [max(0.0, run_workers(chain, {a: addresses[a], b: addresses[b]},
+                                         {a: 0, b: 1}, spawn,
+                                         out / "workers" / f"startup-probe-{k}",
+                                         timeout_s=args.timeout_s).makespan_s
+                        / len(chain.transfers) - there * hop_s)
+                    for k in range(STARTUP_PROBES)]
+            startup_s = statistics.median(each)
+            probe["startup_s"], probe["startup_probes_s"] = startup_s, each
             progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "
                      f"{1e3 * startup_s:.1f} ms")
 

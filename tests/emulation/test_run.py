@@ -49,6 +49,8 @@ def test_ring_and_ps_verified_end_to_end(tmp_path, family):
         doc["setup_s"])
     cal = doc["calibration"]
     assert 0 < cal["measured_mbps"] <= cal["configured_mbps"] * 1.1
+    probes = cal["startup_probes_s"]  # the fixed cost: the median of the probe chains
+    assert len(probes) == 3 and cal["startup_s"] == sorted(probes)[1]
     assert [r["scheduler"] for r in doc["schedulers"]] == ["ring", "ps"]
     for row in doc["schedulers"]:
         assert row["verified"] and row["sums_verified"] and row["routes_verified"]
