@@ -4,9 +4,11 @@ Besides a chunk count for growing trees hop by hop, the upper level's first step
 *forest rows*, each a whole family of aggregation trees for the instance:
 
 - the trees of the instance's own optimal packing LP (``traffic.collectives.packing_forest``,
-  column generation after ForestColl), configured by the row: how many tree copies each
-  shard is split over, which of each root's trees are kept (the heaviest one, two, or all),
-  and how finely each copy is pipelined (one piece, or ``per_hop`` pieces per server hop);
+  column generation after ForestColl), configured by the row: about how many tree copies
+  each shard is split over (in proportion to the kept trees' rates, fewer on small shards:
+  ``traffic.packing.packing_plan``), which of each root's trees are kept (the heaviest one,
+  two, or all), and how finely each copy is pipelined (one piece, or ``per_hop`` pieces per
+  server hop);
 - the tree families of the project's collectives that are trees too (``FAMILIES``: the
   packing of rings where it reaches the optimum (``traffic.collectives.optimal_rings``; a
   ring is N path-shaped trees), ``multitree``'s digit-correction trees or tree/ring
@@ -186,9 +188,7 @@ def _forest_plan(graph: nx.Graph, option: tuple[int, float, int | None], size_by
     copies, per_hop, top = option
     return packing_plan(packing_for(graph)[1].top(top), size_bytes // DTYPES[dtype],
                         copies=copies, chunks_per_hop=per_hop,
-                        min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]),
-                        # equal copies: what the shipped checkpoint was trained on
-                        by_rate=False)
+                        min_chunk=max(1, MIN_CHUNK_BYTES // DTYPES[dtype]))
 
 
 def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,
