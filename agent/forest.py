@@ -48,7 +48,10 @@ from traffic.schedule import DTYPES, Schedule, segments
 from traffic.trees import Builder, emit_tree
 
 #: (tree copies per shard, pieces per server hop of height (0: one piece), heaviest trees
-#: kept per root (None: all)) of the LP-forest rows, in the order they are offered.
+#: kept per root (None: all)) of the LP-forest rows, in the order they are offered. The
+#: copies are a target (``traffic.packing.packing_plan``: at least one per kept tree, fewer
+#: on small shards), so on small buffers several rows build the same Schedule; the
+#: Schedule's meta records the pieces it has (``pieces_per_root``).
 FOREST_OPTIONS: tuple[tuple[int, float, int | None], ...] = (
     (1, 0, 1), (1, 4, 1), (2, 0, 2), (2, 1, 2), (2, 4, 2),
     (4, 0, 1), (4, 0, 2), (4, 4, 1), (4, 4, 2), (4, 4, None),
@@ -197,11 +200,12 @@ def forest_schedule(graph: nx.Graph, option: tuple[int, float, int | None], size
     reduced up and broadcast down (``traffic.trees.emit_tree``)."""
     copies, per_hop, top = option
     builder = Builder()
-    for tree, down_tree, root, off, cnt, chunks in _forest_plan(graph, option, size_bytes,
-                                                                dtype):
+    plan = _forest_plan(graph, option, size_bytes, dtype)
+    for tree, down_tree, root, off, cnt, chunks in plan:
         emit_tree(builder, tree, root, off, cnt, chunks, down_tree)
     return from_builder(graph, size_bytes, dtype, builder, "drl", style="forest", copies=copies,
-                        pieces_per_hop=per_hop, trees_per_root="all" if top is None else top)
+                        pieces_per_hop=per_hop, trees_per_root="all" if top is None else top,
+                        pieces_per_root=round(len(plan) / max(1, len({e[2] for e in plan})), 2))
 
 
 def forest_features(graph: nx.Graph, option: tuple[int, float, int | None], size_bytes: int,

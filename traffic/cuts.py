@@ -1,6 +1,7 @@
 """The optimal AllGather rate of a graph, from its cuts: the number that tree packings reach.
 
-Pure: standard library and networkx only. ``traffic.packing`` builds the trees that reach it;
+Pure: standard library and networkx; ``overlap_rate`` also numpy, scipy's LP and
+``traffic.maxflow`` (numba). ``traffic.packing`` builds the trees that reach it;
 ``simulator.bounds.packing_bound`` turns ``tree_allreduce_rate`` into seconds.
 """
 

@@ -5,6 +5,8 @@ with numba where it imports (the same functions run interpreted where it does no
 another, whether the flow from a source reaches a value and, where it falls short, which
 nodes the source still reaches in the residual network (the source side of the minimal
 minimum cut, the same for every maximum flow). Integer capacities, so the answers are exact.
+numba is a dependency of the project; interpreted, the same code is correct but far
+slower.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Network:
         """(value, None) when the flow from ``source`` to ``sink`` reaches ``enough`` (the
         value returned may stop there), else (the maximum flow, a boolean array of the nodes
         the source reaches in its residual network)."""
+        if source == sink:
+            raise ValueError(f"the source and the sink are the same node, {source}")
         value, reach = _dinic(self.ptr, self.edges, self.to, self.cap, source, sink, enough)
         return int(value), (None if value >= enough else reach.astype(bool))
 

@@ -438,13 +438,6 @@ COPIES = 4
 MIN_CHUNKS_PER_COPY = 8
 
 
-def copies_of(items: list[tuple[float, Tree]], copies: int) -> list[Tree]:
-    """``copies`` trees from a root's weighted trees: whole copies in proportion to their
-    rates (``split``), the heaviest first where there are fewer copies than trees."""
-    return [tree for (_, tree), m in zip(items, split(copies, [w for w, _ in items]))
-            for _ in range(m)]
-
-
 def rate_parts(items: list[tuple[float, Tree]], count: int, copies: int
                ) -> list[tuple[Tree, int]]:
     """(tree, elements) of every copy when a root's ``count`` elements are cut among its
@@ -467,7 +460,11 @@ def rate_parts(items: list[tuple[float, Tree]], count: int, copies: int
 def _paired(up: list[tuple[Tree, int]], down: list[tuple[Tree, int]]
             ) -> list[tuple[Tree, Tree, int]]:
     """(reduce tree, broadcast tree, elements) of the pieces of a shard cut wherever either
-    family's parts (``rate_parts``, both over the same elements) begin."""
+    family's parts (``rate_parts``, both over the same elements) begin: up to
+    len(up) + len(down) - 1 pieces, some smaller than either family's parts. Empty when
+    either list is."""
+    if not up or not down:
+        return []
     pieces = []
     i = j = 0
     left_up, left_down = up[0][1], down[0][1]
@@ -487,37 +484,30 @@ def _paired(up: list[tuple[Tree, int]], down: list[tuple[Tree, int]]
 
 def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
                  chunks_per_hop: float = CHUNKS_PER_HOP, min_chunk: int = 1,
-                 max_transfers: int | None = None, by_rate: bool = True
+                 max_transfers: int | None = None
                  ) -> list[tuple[Tree, Tree, str, int, int, int]]:
-    """What ``emit_packing`` emits, one entry per tree copy: (reduce tree, broadcast tree,
-    root, offset, elements, chunks). Every server's shard (``segments(elements, N)`` by rank)
-    is cut among its trees in proportion to their rates, into about ``copies`` copies, fewer
+    """What ``emit_packing`` emits, one entry per piece of a shard: (reduce tree, broadcast
+    tree, root, offset, elements, chunks). Every server's shard (``segments(elements, N)`` by
+    rank) is cut among its trees in proportion to their rates, each tree's part into copies
+    in proportion to its rate, about ``copies`` per root and at least one per tree, fewer
     where the shard holds less than MIN_CHUNKS_PER_COPY chunks of ``min_chunk`` per copy
-    (``rate_parts``; with ``packing.reduce_trees`` the reduce and the broadcast family's
-    parts are cut where either begins), or, with ``by_rate=False``, into ``copies`` equal
-    parts, one per tree copy (``copies_of``). Each copy is pipelined in max(1,
-    ``chunks_per_hop`` x height) chunks of at least ``min_chunk`` elements, fewer where the
-    schedule would pass ``max_transfers`` (default MAX_TRANSFERS; every copy keeps one chunk
-    at least)."""
+    (``rate_parts``); with ``packing.reduce_trees`` the reduce and the broadcast family's
+    parts are paired where either begins (``_paired``), so a root can have up to about
+    twice as many pieces. Each piece is pipelined in max(1, ``chunks_per_hop`` x height)
+    chunks of at least ``min_chunk`` elements, fewer where the schedule would pass
+    ``max_transfers`` (default MAX_TRANSFERS; every piece keeps one chunk at least)."""
     names = list(packing.trees)
     plan = []
     for (offset, count), root in zip(segments(elements, len(names)), names):
         if not count:
             continue
-        if by_rate:
-            # one copy per MIN_CHUNKS_PER_COPY chunks of the floor at most: where the floor
-            # binds, a copy's pipeline depth is worth more than a finer spread of copies
-            fit = max(1, min(copies, count // (min_chunk * MIN_CHUNKS_PER_COPY)))
-            down = rate_parts(packing.trees[root], count, fit)
-            up = down if packing.reduce_trees is None else rate_parts(
-                packing.reduce_trees[root], count, fit)
-            pieces = _paired(up, down)
-        else:
-            down_trees = copies_of(packing.trees[root], copies)
-            up_trees = down_trees if packing.reduce_trees is None else copies_of(
-                packing.reduce_trees[root], copies)
-            pieces = [(tree, down_tree, cnt) for tree, down_tree, (_, cnt)
-                      in zip(up_trees, down_trees, segments(count, copies))]
+        # one copy per MIN_CHUNKS_PER_COPY chunks of the floor at most: where the floor
+        # binds, a copy's pipeline depth is worth more than a finer spread of the copies
+        fit = max(1, min(copies, count // (min_chunk * MIN_CHUNKS_PER_COPY)))
+        down = rate_parts(packing.trees[root], count, fit)
+        up = down if packing.reduce_trees is None else rate_parts(
+            packing.reduce_trees[root], count, fit)
+        pieces = _paired(up, down)
         off = offset
         for tree, down_tree, cnt in pieces:
             if cnt:

@@ -57,9 +57,11 @@ def test_parallel_arcs_add_up():
     assert net.flow(0, 1, 100)[0] == 7
 
 
-def test_negative_capacity_is_refused():
+def test_negative_capacity_and_a_sink_at_the_source_are_refused():
     with pytest.raises(ValueError, match="capacities"):
         Network(2, np.array([0]), np.array([1]), np.array([-1]))
+    with pytest.raises(ValueError, match="same node, 0"):
+        Network(2, np.array([0]), np.array([1]), np.array([1])).flow(0, 0, 1)
 
 
 def test_interpreted_equals_compiled():

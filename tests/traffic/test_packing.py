@@ -12,6 +12,7 @@ from simulator import lower_bound, packing_bound, simulate
 from traffic.collectives import build
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
 from traffic.packing import (
+    _paired,
     _shallowest,
     min_arborescence,
     pack_trees,
@@ -355,3 +356,13 @@ def test_small_shards_get_one_copy_per_tree():
     trees = max(len(items) for items in packed.trees.values())
     assert per_root[roots * 7 * 100] == trees
     assert per_root[roots * 64 * 100] > trees
+
+
+def test_paired_cuts_where_either_family_begins():
+    up = [("A", 275), ("A", 275), ("B", 225), ("B", 225)]
+    down = [("C", 250), ("C", 250), ("D", 300), ("E", 200)]
+    pieces = _paired(up, down)
+    assert sum(c for *_, c in pieces) == 1000
+    assert pieces == [("A", "C", 250), ("A", "C", 25), ("A", "C", 225), ("A", "D", 50),
+                      ("B", "D", 225), ("B", "D", 25), ("B", "E", 200)]
+    assert _paired(up, []) == [] and _paired([], down) == []
