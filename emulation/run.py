@@ -293,12 +293,12 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             # plus the path's one-way delay, which the simulator adds per link. The median of
             # STARTUP_PROBES chains: one short chain now and then runs several times slower.
             there = len(chain.transfers[0].path) - 1
-            each = [max(0.0, run_workers(chain, {a: addresses[a], b: addresses[b]},
-                                         {a: 0, b: 1}, spawn,
-                                         out / "workers" / f"startup-probe-{k}",
-                                         timeout_s=args.timeout_s).makespan_s
-                        / len(chain.transfers) - there * hop_s)
-                    for k in range(STARTUP_PROBES)]
+            each = []
+            for k in range(STARTUP_PROBES):
+                measured = run_workers(chain, {a: addresses[a], b: addresses[b]}, {a: 0, b: 1},
+                                       spawn, out / "workers" / f"startup-probe-{k}",
+                                       timeout_s=args.timeout_s)
+                each.append(max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s))
             startup_s = statistics.median(each)
             probe["startup_s"], probe["startup_probes_s"] = startup_s, each
             progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "

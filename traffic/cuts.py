@@ -201,19 +201,19 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
         if res.status != 0:
             raise RuntimeError(f"the overlap LP failed: {res.message}")
         x, c1 = float(res.x[0]), np.clip(res.x[1:], 0.0, cap)
+        per_server = int(np.floor(x * units))
+        need = n * per_server
+        if need == 0:
+            raise ValueError("overlap_rate: link rates too far apart (the slowest cut is "
+                             "below 1e-7 of the fastest link)")
+        enough = math.ceil(need * (1 - rtol))
         added = False
         for phase, use in ((0, c1), (1, cap - c1)):
             # The phase's arcs: gather on the links, scatter on the links reversed.
             a, b = (tail, head) if phase == 0 else (head, tail)
-            per_server = int(np.floor(x * units))
-            need = n * per_server
-            if need == 0:
-                raise ValueError("overlap_rate: link rates too far apart (the slowest cut is "
-                                 "below 1e-7 of the fastest link)")
             net = Network(source + 1, np.concatenate([a, np.full(n, source)]),
                           np.concatenate([b, servers]),
                           np.concatenate([np.floor(use * units), np.full(n, per_server)]))
-            enough = math.ceil(need * (1 - rtol))
             for t in servers:
                 _, reach = net.flow(source, t, enough)
                 if reach is not None:

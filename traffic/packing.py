@@ -499,21 +499,17 @@ def packing_plan(packing: Packing, elements: int, *, copies: int = COPIES,
     names = list(packing.trees)
     plan = []
     for (offset, count), root in zip(segments(elements, len(names)), names):
-        if not count:
-            continue
         # one copy per MIN_CHUNKS_PER_COPY chunks of the floor at most: where the floor
         # binds, a copy's pipeline depth is worth more than a finer spread of the copies
         fit = max(1, min(copies, count // (min_chunk * MIN_CHUNKS_PER_COPY)))
         down = rate_parts(packing.trees[root], count, fit)
         up = down if packing.reduce_trees is None else rate_parts(
             packing.reduce_trees[root], count, fit)
-        pieces = _paired(up, down)
         off = offset
-        for tree, down_tree, cnt in pieces:
-            if cnt:
-                height = max(packing.height(tree, root), packing.height(down_tree, root))
-                chunks = max(1, min(int(chunks_per_hop * height), cnt // min_chunk))
-                plan.append((tree, down_tree, root, off, cnt, chunks))
+        for tree, down_tree, cnt in _paired(up, down):  # every piece holds elements
+            height = max(packing.height(tree, root), packing.height(down_tree, root))
+            chunks = max(1, min(int(chunks_per_hop * height), cnt // min_chunk))
+            plan.append((tree, down_tree, root, off, cnt, chunks))
             off += cnt
     per_chunk = 2 * (len(names) - 1)
     budget = MAX_TRANSFERS if max_transfers is None else max_transfers
