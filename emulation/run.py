@@ -281,26 +281,13 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                              stderr=subprocess.DEVNULL)
 
         if not args.no_calibrate:
-            probe = net.calibrate()
+            probe = calibrate(net, graph, spawn, out / "workers", args.timeout_s, hop_s)
             goodput, failover_s = probe["goodput_ratio"], probe["failover_s"]
+            startup_s = probe["startup_s"]
             progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
                      f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f}); its "
                      f"round trip {1e3 * probe['srtt_s']:.0f} ms, retransmission timeout "
                      f"{1e3 * failover_s:.0f} ms")
-            a, b = probe["src"], probe["dst"]
-            chain = startup_probe(graph, a, b)
-            # Each transfer of the chain waits for the previous one's arrival: a fixed cost
-            # plus the path's one-way delay, which the simulator adds per link. The median of
-            # STARTUP_PROBES chains: one short chain now and then runs several times slower.
-            there = len(chain.transfers[0].path) - 1
-            each = []
-            for k in range(STARTUP_PROBES):
-                measured = run_workers(chain, {a: addresses[a], b: addresses[b]}, {a: 0, b: 1},
-                                       spawn, out / "workers" / f"startup-probe-{k}",
-                                       timeout_s=args.timeout_s)
-                each.append(max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s))
-            startup_s = statistics.median(each)
-            probe["startup_s"], probe["startup_probes_s"] = startup_s, each
             progress(f"calibration: a transfer's fixed cost (connect, frame, acknowledge) is "
                      f"{1e3 * startup_s:.1f} ms")
 
@@ -382,6 +369,29 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     doc["wall_s"] = time.monotonic() - started
     doc["rows"] = rows
     return doc
+
+
+def calibrate(net: Any, graph: nx.Graph, spawn: Any, workdir: Path, timeout_s: float,
+              hop_s: float = 0.0) -> dict[str, Any]:
+    """The calibration of a running network (``net``, an EmulatedNetwork): its single-flow
+    probe (``EmulatedNetwork.calibrate``: goodput factor, round trip, retransmission timeout)
+    plus ``startup_s``, the fixed cost of one transfer: the median over STARTUP_PROBES chains
+    (``startup_probe``) of a chain's time per transfer less ``hop_s`` per link crossed, and
+    ``startup_probes_s``, every chain's figure. ``spawn(server, argv)`` starts a worker."""
+    probe = net.calibrate()
+    a, b = probe["src"], probe["dst"]
+    chain = startup_probe(graph, a, b)
+    # Each transfer of the chain waits for the previous one's arrival: a fixed cost plus the
+    # path's one-way delay, which the simulator adds per link. The median of STARTUP_PROBES
+    # chains: one short chain now and then runs several times slower.
+    there = len(chain.transfers[0].path) - 1
+    each = []
+    for k in range(STARTUP_PROBES):
+        measured = run_workers(chain, {a: net.ip(a), b: net.ip(b)}, {a: 0, b: 1}, spawn,
+                               workdir / f"startup-probe-{k}", timeout_s=timeout_s)
+        each.append(max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s))
+    probe["startup_s"], probe["startup_probes_s"] = statistics.median(each), each
+    return probe
 
 
 def startup_probe(graph: nx.Graph, a: str, b: str, rounds: int = 12) -> Schedule:
