@@ -10,9 +10,11 @@ four servers under one level-0 switch (s00..s03), each two waves of transfers of
 - ``mesh``: every server sends a quarter to every other, then the quarters come back
   (every link carries three flows, and every flow shares both of its links).
 
-Per pattern and run it prints the calibrated simulated time, the emulated time, the error,
-the extra time per wave in milliseconds and in frame times (a 9000-byte frame at ``--bw``),
-and the TCP retransmissions the four hosts counted (``nstat``). Figures only.
+Per pattern and run it prints the emulated time; the calibrated fluid model's time, its error
+and the extra time per wave in milliseconds and in frame times (a full 9000-byte frame at
+``--bw``); the time and error of the model with the queue drain of full frames
+(``simulator.frames``); and the TCP retransmissions the four hosts counted (``nstat``).
+Figures only.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/simulator.py
 
-from emulation.net import MTU, EmulatedNetwork  # noqa: E402
+from emulation.net import FRAME_BYTES, EmulatedNetwork  # noqa: E402
 from emulation.run import calibrate  # noqa: E402
 from simulator import simulate  # noqa: E402
 from topology import make_graph  # noqa: E402
@@ -91,7 +93,7 @@ def main() -> int:
     args = parser.parse_args()
     graph = make_graph("bcube", bw_mbps=args.bw, n=4, k=1)
     quarter = int(args.size_kb * 1000 / 4)
-    frame_s = (MTU + 14) * 8 / (args.bw * 1e6)
+    frame_s = FRAME_BYTES * 8 / (args.bw * 1e6)
     with tempfile.TemporaryDirectory() as tmp, \
             EmulatedNetwork(graph, workdir=Path(tmp) / "net") as net:
         def spawn(server: str, argv: list[str]) -> subprocess.Popen:
@@ -106,6 +108,7 @@ def main() -> int:
         for name in ("pair", "ps", "mesh"):
             schedule, servers = pattern(name, graph, quarter)
             sim = simulate(graph, schedule, **costs).makespan_s
+            framed = simulate(graph, schedule, **costs, frame_bytes=cal["frame_bytes"]).makespan_s
             for rep in range(args.reps):
                 before = tcp_counters(net, servers)
                 run = run_workers(schedule, {s: net.ip(s) for s in servers},
@@ -113,9 +116,10 @@ def main() -> int:
                                   Path(tmp) / f"{name}-{rep}", seed=rep)
                 after = tcp_counters(net, servers)
                 extra = (run.makespan_s - sim) / 2
-                print(f"  {name:5s} run {rep}: simulated {sim:.3f} s, emulated "
-                      f"{run.makespan_s:.3f} s, error {100 * (run.makespan_s / sim - 1):+.1f}%, "
-                      f"extra per wave {1e3 * extra:+.0f} ms = {extra / frame_s:+.1f} frames, "
+                print(f"  {name:5s} run {rep}: emulated {run.makespan_s:.3f} s; fluid model "
+                      f"{sim:.3f} s, error {100 * (run.makespan_s / sim - 1):+.1f}%, extra per "
+                      f"wave {1e3 * extra:+.0f} ms = {extra / frame_s:+.1f} frames; with "
+                      f"frames {framed:.3f} s, error {100 * (run.makespan_s / framed - 1):+.1f}%, "
                       f"sums {'verified' if all(run.verified.values()) else 'WRONG'}, "
                       + ", ".join(f"{k} {after[k] - before[k]}" for k in COUNTERS), flush=True)
     return 0

@@ -72,6 +72,8 @@ REPO = Path(__file__).resolve().parent.parent
 CONTROLLER_TIMEOUT_S = 60.0
 #: MTU of every emulated interface (jumbo frames, see the module doc).
 MTU = 9000
+#: A full frame as the links' shaping counts it: the MTU and the 14-byte Ethernet header.
+FRAME_BYTES = MTU + 14
 #: Minimum TCP retransmission timeout in the hosts (see _build).
 RTO_MIN_MS = 1000
 #: Packets an HTB leaf (pfifo at the veth's txqueuelen) holds.

@@ -53,9 +53,10 @@ def marks(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
 
 
 def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
-          bw_mbps: float | None = None) -> str:
+          bw_mbps: float | None = None, calibration: dict | None = None) -> str:
     """The run's table: scheduler | simulated s | emulated s | error % | verified, with the
-    ``marks`` and footnotes of ``load_budget_mbps``."""
+    ``marks`` and footnotes of ``load_budget_mbps``, and a footnote naming the factors of
+    the ``calibration`` (results.json's) the simulated column includes."""
     head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
            f"{'raw err %':>9}  verified"
     lines = [head, "-" * len(head)]
@@ -68,6 +69,12 @@ def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
         verdict = "yes" if r.get("verified") else f"NO: {r.get('failure', 'not run')}"
         lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>9}"
                      f"{raw:>9}  {verdict}")
+    if calibration:
+        footnotes.append(
+            f"simulated (error %): links at {calibration['goodput_ratio']:.3f} of their rate, "
+            f"a fixed cost of {1e3 * calibration['startup_s']:.1f} ms per transfer, queues "
+            f"draining {calibration.get('frame_bytes', 0):g}-byte frames (simulator.frames); "
+            "raw err %: links at their rate alone")
     return "\n".join(lines + footnotes)
 
 

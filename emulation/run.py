@@ -274,6 +274,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         # Without calibration a flow cut by a failing link waits the hosts' minimum
         # retransmission timeout; the calibration measures the timeout of a loaded flow.
         goodput, startup_s, probe, failover_s = 1.0, 0.0, None, RTO_MIN_MS / 1e3
+        frame_bytes = 0
         addresses = {s: net.ip(s) for s in net.servers}
 
         def spawn(server: str, argv: list[str]) -> subprocess.Popen:
@@ -283,7 +284,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         if not args.no_calibrate:
             probe = calibrate(net, graph, spawn, out / "workers", args.timeout_s, hop_s)
             goodput, failover_s = probe["goodput_ratio"], probe["failover_s"]
-            startup_s = probe["startup_s"]
+            startup_s, frame_bytes = probe["startup_s"], probe["frame_bytes"]
             progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
                      f"moved {probe['measured_mbps']:.2f} Mbit/s (factor {goodput:.3f}); its "
                      f"round trip {1e3 * probe['srtt_s']:.0f} ms, retransmission timeout "
@@ -295,7 +296,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         for i, plan in enumerate(plans, 1):
             name, schedule, raw = plan["scheduler"], plan["schedule"], plan["raw"]
             costs = {"goodput": goodput, "startup_s": startup_s, "hop_latency_s": hop_s,
-                     "failover_s": failover_s}
+                     "failover_s": failover_s, "frame_bytes": frame_bytes}
             sim = simulate(graph, schedule, **costs)
             row: dict[str, Any] = {
                 "scheduler": name, "transfers": len(schedule.transfers),
@@ -342,8 +343,8 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             if failures:
                 intact = graph.copy()
                 intact.graph.pop("link_failures")
-                without = simulate(intact, schedule, goodput=goodput, startup_s=startup_s,
-                                   hop_latency_s=hop_s).makespan_s
+                without = simulate(intact, schedule, **(costs | {"failover_s": 0.0})
+                                   ).makespan_s
                 row["link_failure"] = {
                     "links": [f["link"] for f in failures],
                     "at_s": [f["at_s"] for f in failures],
@@ -377,8 +378,13 @@ def calibrate(net: Any, graph: nx.Graph, spawn: Any, workdir: Path, timeout_s: f
     probe (``EmulatedNetwork.calibrate``: goodput factor, round trip, retransmission timeout)
     plus ``startup_s``, the fixed cost of one transfer: the median over STARTUP_PROBES chains
     (``startup_probe``) of a chain's time per transfer less ``hop_s`` per link crossed, and
-    ``startup_probes_s``, every chain's figure. ``spawn(server, argv)`` starts a worker."""
+    ``startup_probes_s``, every chain's figure, and ``frame_bytes``, the size of a full
+    frame on the links (the simulator's queue drain, ``simulator.frames``).
+    ``spawn(server, argv)`` starts a worker."""
+    from emulation.net import FRAME_BYTES
+
     probe = net.calibrate()
+    probe["frame_bytes"] = FRAME_BYTES
     a, b = probe["src"], probe["dst"]
     chain = startup_probe(graph, a, b)
     # Each transfer of the chain waits for the previous one's arrival: a fixed cost plus the
@@ -494,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"]))
+        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"], doc.get("calibration")))
         print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
               f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
               f"open the report {out / 'report.html'}; plots: "

@@ -62,6 +62,10 @@ def _parser() -> ArgumentParser:
                         help="with --fail-link-at: pause of a transfer that was crossing the "
                              "link when it failed, seconds (a retransmission timeout; "
                              "default 0)")
+    parser.add_argument("--frame-bytes", type=float, default=0.0,
+                        help="bytes of a full frame on the links: adds the drain of full "
+                             "round-robin queues fed by full links (simulator.frames; the "
+                             "emulation's frames are 9014; default 0: the fluid model alone)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--report", metavar="FILE", type=Path,
                         help="also write the run's report page (HTML) to FILE and its "
@@ -146,7 +150,8 @@ def main() -> int:
 def costs(args) -> dict[str, float]:
     """The cost model's options on the command line (``simulate``'s keyword arguments)."""
     return {"startup_s": args.startup_s, "hop_latency_s": args.hop_latency_s,
-            "goodput": args.goodput, "failover_s": args.failover_s}
+            "goodput": args.goodput, "failover_s": args.failover_s,
+            "frame_bytes": args.frame_bytes}
 
 
 def write_report(args, graph, size: int, dtype: str, bound: float, optimum: float,

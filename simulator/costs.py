@@ -25,9 +25,12 @@ class CostModel:
     #: Pause of a flow that was sending across a link when it failed, before it continues on
     #: the backup path (the transport's retransmission timeout), seconds.
     failover_s: float = 0.0
+    #: Bytes of a full frame on the links, for the drain of full round-robin queues
+    #: (``simulator.frames``); 0: the fluid model alone.
+    frame_bytes: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("startup_s", "hop_latency_s", "failover_s"):
+        for name in ("startup_s", "hop_latency_s", "failover_s", "frame_bytes"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0 < self.goodput <= 1:
@@ -53,7 +56,8 @@ class CostModel:
         return cls(startup_s=float(cal["startup_s"]),
                    hop_latency_s=float(cal.get("hop_latency_s", 0.0)),
                    goodput=min(1.0, float(cal["goodput_ratio"])),
-                   failover_s=float(cal.get("failover_s", 0.0)))
+                   failover_s=float(cal.get("failover_s", 0.0)),
+                   frame_bytes=float(cal.get("frame_bytes", 0.0)))
 
 
 #: The pure bandwidth model.

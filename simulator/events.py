@@ -54,11 +54,14 @@ class _Network:
             if lid is None:
                 if not self.graph.has_edge(a, b):
                     raise ScheduleError(f"{who}: path uses {a}-{b}, which is not a link")
-                mbps = link_rate_mbps(self.graph, a, b) + self.given_back.get(
-                    frozenset((a, b)), 0.0)
-                lid = self.ids[(a, b)] = self._add(mbps * 1e6 * self.goodput)
+                lid = self.ids[(a, b)] = self._add(self.capacity(a, b))
             ids.append(lid)
         return tuple(ids)
+
+    def capacity(self, a: str, b: str) -> float:
+        """Bit/s of link a->b at the run's goodput, background flows' share given back."""
+        mbps = link_rate_mbps(self.graph, a, b) + self.given_back.get(frozenset((a, b)), 0.0)
+        return mbps * 1e6 * self.goodput
 
     def private(self, mbps: float) -> int:
         """A new link of ``mbps`` (at the run's goodput) that only one flow crosses."""
@@ -84,7 +87,8 @@ class _Network:
 
 def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
                 hop_latency_s: float, goodput: float, failover_s: float = 0.0,
-                trace: list[tuple[float, int, float, tuple[str, ...]]] | None = None
+                trace: list[tuple[float, int, float, tuple[str, ...]]] | None = None,
+                extra_latency: list[float] | None = None
                 ) -> tuple[list[float], list[float], tuple[int, ...]]:
     """Start times, arrival times and the re-routed transfers (positions in the schedule) of
     a run with the graph's background flows and link failures.
@@ -103,14 +107,17 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
     With a ``trace`` list, every change of a flow's sending rate is appended to it as
     (seconds, flow, bit/s, path): flows are the schedule's positions, then the background
     flows; a flow sends at that rate along that path until its next entry, and its last
-    entry has rate 0 (the schedule's flows; background flows never stop)."""
+    entry has rate 0 (the schedule's flows; background flows never stop).
+
+    ``extra_latency`` (one per transfer, seconds) adds to each transfer's arrival latency,
+    on whichever path it finishes."""
     net = _Network(graph, goodput)
     transfers = schedule.transfers
     count = len(transfers)
     names = [f"transfer {t.id}" for t in transfers]
     paths = [tuple(t.path) for t in transfers]
     links_of = [net.route(p, who) for p, who in zip(paths, names, strict=True)]
-    run = _Run(schedule, list(range(count)), links_of, startup_s, hop_latency_s)
+    run = _Run(schedule, list(range(count)), links_of, startup_s, hop_latency_s, extra_latency)
     own: list[tuple[int, ...]] = [()] * count  # private cap links, kept across re-routes
     for flow in background_flows(graph):
         who = f"background flow {flow['src']}:{flow['dst']}"
@@ -194,7 +201,8 @@ def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,
                 if f < count:
                     rerouted.add(f)
                     run.links_of[f] = links_of[f]
-                    run.latency[f] = len(links_of[f]) * hop_latency_s
+                    run.latency[f] = len(links_of[f]) * hop_latency_s + (
+                        extra_latency[f] if extra_latency is not None else 0.0)
                 if f in sending:
                     rate[f] = 0.0
                     version[f] += 1

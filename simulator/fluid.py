@@ -112,7 +112,8 @@ class _Run:
     start and about to arrive, and the recorded times."""
 
     def __init__(self, schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]],
-                 startup_s: float, hop_latency_s: float) -> None:
+                 startup_s: float, hop_latency_s: float,
+                 extra_latency: list[float] | None = None) -> None:
         transfers = schedule.transfers
         count = len(transfers)
         position = {t.id: i for i, t in enumerate(transfers)}
@@ -123,6 +124,8 @@ class _Run:
         self.bits = [float(t.count * bits_per) for t in transfers]
         self.links_of = [rows[r] for r in row_of]
         self.latency = [len(links) * hop_latency_s for links in self.links_of]
+        if extra_latency is not None:
+            self.latency = [a + b for a, b in zip(self.latency, extra_latency, strict=True)]
         self.children: list[list[int]] = [[] for _ in range(count)]
         self.pending = [0] * count
         for i, t in enumerate(transfers):
@@ -421,8 +424,8 @@ def _vectorised(run: _Run, row_of: list[int], cap: np.ndarray, table: np.ndarray
 
 
 def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]],
-              cap: np.ndarray, startup_s: float, hop_latency_s: float
-              ) -> tuple[list[float], list[float]]:
+              cap: np.ndarray, startup_s: float, hop_latency_s: float,
+              extra_latency: list[float] | None = None) -> tuple[list[float], list[float]]:
     """Start and finish times from the numba-compiled event loop (``simulator.compiled``),
     its arrays built in numpy: the dependency lists of an all-to-all schedule run to
     millions of entries."""
@@ -460,14 +463,17 @@ def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]]
                        dtype=np.int64, count=int(lptr[-1]))
     per = 8 * DTYPES[schedule.dtype]
     bits = np.fromiter((t.count for t in transfers), dtype=np.float64, count=count) * per
-    start, finish = compiled.simulate_arrays(bits, lens * hop_latency_s, lptr, lidx,
+    latency = lens * hop_latency_s
+    if extra_latency is not None:
+        latency = latency + np.asarray(extra_latency, dtype=np.float64)
+    start, finish = compiled.simulate_arrays(bits, latency, lptr, lidx,
                                              cap[:-1].copy(), cptr, cidx, pending, startup_s)
     return start.tolist(), finish.tolist()
 
 
 def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
              hop_latency_s: float = 0.0, goodput: float = 1.0,
-             failover_s: float = 0.0) -> Result:
+             failover_s: float = 0.0, frame_bytes: float = 0.0) -> Result:
     """Simulate ``schedule`` on ``graph`` and return per-transfer start/finish times.
 
     Link capacity per direction is ``bw_mbps * 1e6 * goodput`` bit/s; a transfer carries
@@ -481,8 +487,13 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     naming the flow and the link when there is none), a flow that was sending across it
     pausing ``failover_s`` first, and ``Result.rerouted`` lists the transfers that moved.
     The makespan and times cover the schedule's transfers only.
+
+    With ``frame_bytes`` > 0 each transfer also arrives later by the drain of the full
+    round-robin queues it crosses (``simulator.frames.frame_tails``, frames of that size,
+    from a first fluid run with the same costs).
     """
     startup_s = _check_option("startup_s", startup_s)
+    frame_bytes = _check_option("frame_bytes", frame_bytes)
     hop_latency_s = _check_option("hop_latency_s", hop_latency_s)
     failover_s = _check_option("failover_s", failover_s)
     goodput = _check_option("goodput", goodput, positive=True)
@@ -494,17 +505,24 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
     if not transfers:
         return Result(0.0, {}, {})
     rerouted: tuple[int, ...] = ()
+    extra = None
+    if frame_bytes:
+        from simulator.frames import frame_tails
+
+        extra = frame_tails(graph, schedule, frame_bytes, startup_s=startup_s,
+                            hop_latency_s=hop_latency_s, goodput=goodput, failover_s=failover_s)
     if background_flows(graph) or link_failures(graph):
         from simulator.events import with_events
 
         start, finish, rerouted = with_events(graph, schedule, startup_s, hop_latency_s,
-                                              goodput, failover_s)
+                                              goodput, failover_s, extra_latency=extra)
     else:
         row_of, rows, cap, table = _link_table(graph, schedule, goodput)
         if compiled is not None and ENGINE in ("auto", "compiled"):
-            start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s)
+            start, finish = _compiled(schedule, row_of, rows, cap, startup_s, hop_latency_s,
+                                      extra)
         else:
-            run = _Run(schedule, row_of, rows, startup_s, hop_latency_s)
+            run = _Run(schedule, row_of, rows, startup_s, hop_latency_s, extra)
             servers = {t.src for t in transfers} | {t.dst for t in transfers}
             if ENGINE == "vectorised" or (ENGINE == "auto" and len(run.ready)
                                           > CONCURRENT_PER_SERVER * len(servers)):

@@ -77,7 +77,8 @@ def directed_links(graph: nx.Graph) -> list[tuple[str, str]]:
 
 def link_load(graph: nx.Graph, schedule: Schedule, *, edges_s: list[float] | None = None,
               bins: int = BINS, startup_s: float = 0.0, hop_latency_s: float = 0.0,
-              goodput: float = 1.0, failover_s: float = 0.0) -> LinkLoad:
+              goodput: float = 1.0, failover_s: float = 0.0,
+              frame_bytes: float = 0.0) -> LinkLoad:
     """The simulated load of every directed link while ``schedule`` runs on ``graph``, with
     the cost options of ``simulator.simulate``: the bits its flows (and the graph's
     background flows) put on each link in each bin, over the bin's length, in Mbit/s of
@@ -88,9 +89,15 @@ def link_load(graph: nx.Graph, schedule: Schedule, *, edges_s: list[float] | Non
     transfer's bits add up to its size on every link of its path."""
     from simulator.events import with_events
 
+    extra = None
+    if frame_bytes:
+        from simulator.frames import frame_tails
+
+        extra = frame_tails(graph, schedule, frame_bytes, startup_s=startup_s,
+                            hop_latency_s=hop_latency_s, goodput=goodput, failover_s=failover_s)
     trace: list[tuple[float, int, float, tuple[str, ...]]] = []
     start, finish, _ = with_events(graph, schedule, startup_s, hop_latency_s, goodput,
-                                   failover_s, trace)
+                                   failover_s, trace, extra)
     if edges_s is None:
         end = max((x for x in finish if not math.isnan(x)), default=0.0)
         edges_s = [end * i / bins for i in range(bins + 1)] if end > 0 else [0.0, 1.0]

@@ -1,0 +1,76 @@
+"""simulator.frames: the drain of full round-robin queues fed by full links, in frames."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import simulate
+from simulator.frames import frame_tails
+from topology import make_graph
+from topology.links import with_background_flow, with_link_failure
+from traffic.collectives import build
+from traffic.schedule import Schedule, Transfer
+
+FRAME = 9014
+GROUP = ("s00", "s01", "s02", "s03")
+
+
+def _schedule(pairs, count=25_000):
+    """One wave: a transfer of ``count`` float32 per (src, dst), over w0_0."""
+    return Schedule({"family": "bcube", "params": {"n": 4, "k": 1}}, 4 * count * len(pairs),
+                    "float32", tuple(Transfer(i, a, b, i * count, count, "copy", (a, "w0_0", b))
+                                     for i, (a, b) in enumerate(pairs)))
+
+
+def test_a_mesh_of_full_links_drains_two_frames_per_link():
+    """Every link of the mesh carries three flows from three full links: (3 - 1) frames."""
+    graph = make_graph("bcube", n=4, k=1, bw_mbps=4.0)
+    mesh = _schedule([(a, b) for a in GROUP for b in GROUP if a != b])
+    tails = frame_tails(graph, mesh, FRAME)
+    assert tails == pytest.approx([2 * FRAME * 8 / 4e6] * len(mesh.transfers))
+    fluid = simulate(graph, mesh).makespan_s
+    assert simulate(graph, mesh, frame_bytes=FRAME).makespan_s == pytest.approx(
+        fluid + 2 * FRAME * 8 / 4e6)
+
+
+@pytest.mark.parametrize("pairs", [
+    [("s00", "s01")],                                   # one flow
+    [("s00", "s01"), ("s00", "s02"), ("s00", "s03")],   # fan-out: later links not full
+    [("s01", "s00"), ("s02", "s00"), ("s03", "s00")],   # fan-in: feeding links not full
+])
+def test_no_drain_where_the_fluid_model_is_exact(pairs):
+    graph = make_graph("bcube", n=4, k=1)
+    schedule = _schedule(pairs)
+    assert frame_tails(graph, schedule, FRAME) == [0.0] * len(pairs)
+    assert simulate(graph, schedule, frame_bytes=FRAME).makespan_s == \
+        simulate(graph, schedule).makespan_s
+
+
+def test_a_ring_and_a_tree_pay_nothing():
+    graph = make_graph("bcube", n=4, k=1)
+    for algo in ("ring", "tree"):
+        schedule = build(algo, graph, 1_000_000)
+        assert max(frame_tails(graph, schedule, FRAME)) == 0.0
+
+
+def test_every_engine_and_network_events_take_the_tails():
+    graph = make_graph("bcube", n=4, k=1)
+    schedule = build("multitree", graph, 1_000_000)
+    plain = simulate(graph, schedule).makespan_s
+    framed = simulate(graph, schedule, frame_bytes=FRAME).makespan_s
+    assert framed > plain
+    # the same network through the event loop (a background flow that ends nowhere near)
+    slow = with_background_flow(graph, "s33", "s32", 1e-6)
+    assert simulate(slow, schedule, frame_bytes=FRAME).makespan_s == pytest.approx(
+        framed, rel=1e-3)
+    failing = with_link_failure(graph, "s00", "w0_0", 0.3)
+    assert simulate(failing, schedule, frame_bytes=FRAME).makespan_s > \
+        simulate(failing, schedule).makespan_s
+
+
+def test_bad_frame_size_is_refused():
+    graph = make_graph("bcube", n=2, k=1)
+    with pytest.raises(ValueError, match="frame_bytes"):
+        frame_tails(graph, build("ring", graph, 4096), 0)
+    with pytest.raises(ValueError, match="frame_bytes"):
+        simulate(graph, build("ring", graph, 4096), frame_bytes=-1)
