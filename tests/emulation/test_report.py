@@ -23,3 +23,12 @@ def test_no_footnote_within_the_budget_or_without_one():
     assert "*" not in table(rows)
     assert "*" not in table(rows[:1], load_budget_mbps=400.0, bw_mbps=10.0)
     assert len(table(rows[:1], load_budget_mbps=400.0).splitlines()) == 3
+
+
+def test_a_footnote_names_the_calibration_factors():
+    calibration = {"goodput_ratio": 0.987, "startup_s": 0.0023, "frame_bytes": 9014}
+    text = table([_row("ring", 300.0)], calibration=calibration)
+    last = text.splitlines()[-1]
+    assert "0.987 of their rate" in last and "2.3 ms per transfer" in last
+    assert "9014-byte frames" in last and "raw err %" in last
+    assert len(table([_row("ring", 300.0)]).splitlines()) == 3  # no calibration, no note
