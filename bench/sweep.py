@@ -47,7 +47,7 @@ KEYS = {
     "topology": {"family", "file", "n", "k", "switches", "ports", "uplinks", "seed"},
     "scenario": {"name", "families", "link_rate", "fail_link", "background", "fail_link_at"},
     "emulation": {"schedulers", "sizes_mb", "families", "scenarios", "bw_mbps", "timeout_s"},
-    "costs": {"startup_s", "hop_latency_s", "goodput", "failover_s"},
+    "costs": {"startup_s", "hop_latency_s", "goodput", "failover_s", "frame_bytes"},
 }
 #: Columns of points.csv, in order.
 COLUMNS = ("key", "kind", "topology", "family", "params", "scenario", "scheduler", "size_mb",

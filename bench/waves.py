@@ -10,11 +10,11 @@ four servers under one level-0 switch (s00..s03), each two waves of transfers of
 - ``mesh``: every server sends a quarter to every other, then the quarters come back
   (every link carries three flows, and every flow shares both of its links).
 
-Per pattern and run it prints the emulated time; the calibrated fluid model's time, its error
-and the extra time per wave in milliseconds and in frame times (a full 9000-byte frame at
-``--bw``); the time and error of the model with the queue drain of full frames
-(``simulator.frames``); and the TCP retransmissions the four hosts counted (``nstat``).
-Figures only.
+Per pattern and run it prints the emulated time; the calibrated fluid model's time, its
+error and the extra time per wave in milliseconds and in frame times (a full frame, 9014
+bytes with the Ethernet header, at ``--bw``); the time and error of the model with the queue
+drain of full frames (``simulator.frames``); and the TCP retransmissions the four hosts
+counted (``nstat``). Figures only.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/simulator.py
 
+from emulation.calibration import calibrate  # noqa: E402
 from emulation.net import FRAME_BYTES, EmulatedNetwork  # noqa: E402
-from emulation.run import calibrate  # noqa: E402
 from simulator import simulate  # noqa: E402
 from topology import make_graph  # noqa: E402
 from traffic.runner import run_workers  # noqa: E402
@@ -67,7 +67,7 @@ def pattern(name: str, graph, quarter: int) -> tuple[Schedule, tuple[str, ...]]:
                     add(s, d, j * quarter, quarter, "copy", got[s])
         servers, elements = GROUP, 4 * quarter
     else:
-        raise ValueError(name)
+        raise ValueError(f"unknown pattern {name!r}; choose pair, ps or mesh")
     return Schedule(graph.graph["spec"], 4 * elements, "float32", tuple(transfers), name), \
         servers
 

@@ -52,11 +52,35 @@ def marks(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
     return list(over), [note]
 
 
+def calibration_note(calibration: dict | None, hop_latency_s: float = 0.0,
+                     failures: bool = False) -> list[str]:
+    """The footnote naming what the simulated column adds to the links' rates: the
+    ``calibration`` (results.json's) factors, ``hop_latency_s`` per link crossed and, with
+    ``failures``, the pause of a flow a failing link cut; none without a calibration.
+
+    >>> [note] = calibration_note({"goodput_ratio": 0.99, "startup_s": 0.002,
+    ...                               "frame_bytes": 9014})
+    >>> note[:80]
+    'simulated (error %): links at 0.990 of their rate, a fixed cost of 2.0 ms per tr'
+    """
+    if not calibration:
+        return []
+    parts = [f"links at {calibration['goodput_ratio']:.3f} of their rate",
+             f"a fixed cost of {1e3 * calibration['startup_s']:.1f} ms per transfer"]
+    if hop_latency_s:
+        parts.append(f"{1e3 * hop_latency_s:g} ms per link crossed")
+    if calibration.get("frame_bytes"):
+        parts.append(f"queues draining {calibration['frame_bytes']:g}-byte frames "
+                     "(simulator.frames)")
+    if failures:
+        parts.append(f"a flow cut by a failing link pausing {calibration['failover_s']:.2f} s")
+    return [f"simulated (error %): {', '.join(parts)}; raw err %: links at their rate alone"]
+
+
 def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
-          bw_mbps: float | None = None, calibration: dict | None = None) -> str:
+          bw_mbps: float | None = None, notes: list[str] | None = None) -> str:
     """The run's table: scheduler | simulated s | emulated s | error % | verified, with the
-    ``marks`` and footnotes of ``load_budget_mbps``, and a footnote naming the factors of
-    the ``calibration`` (results.json's) the simulated column includes."""
+    ``marks`` and footnotes of ``load_budget_mbps``, then ``notes`` (``calibration_note``)."""
     head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
            f"{'raw err %':>9}  verified"
     lines = [head, "-" * len(head)]
@@ -69,13 +93,7 @@ def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
         verdict = "yes" if r.get("verified") else f"NO: {r.get('failure', 'not run')}"
         lines.append(f"{r['scheduler']:<12} {r['simulated_s']:>11.3f} {emu:>10} {err:>9}"
                      f"{raw:>9}  {verdict}")
-    if calibration:
-        footnotes.append(
-            f"simulated (error %): links at {calibration['goodput_ratio']:.3f} of their rate, "
-            f"a fixed cost of {1e3 * calibration['startup_s']:.1f} ms per transfer, queues "
-            f"draining {calibration.get('frame_bytes', 0):g}-byte frames (simulator.frames); "
-            "raw err %: links at their rate alone")
-    return "\n".join(lines + footnotes)
+    return "\n".join(lines + footnotes + list(notes or ()))
 
 
 def _round_down(value: float) -> float:

@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from typing import Any
 import networkx as nx
 
 from emulation.budget import BUDGET_SHARE, cached_budget, choose_rate, measure_forwarding
+from emulation.calibration import calibrate
 from emulation.features import DATAPATHS, check_link_effects, choose_datapath, detect
 from emulation.ovs import parse_instances
 from simulator import lower_bound, packing_bound, simulate
@@ -40,12 +40,11 @@ from topology.cli import ArgumentParser, add_topology_args, graph_from_args, run
 from topology.links import link_failures, relays, scaled
 from traffic.collectives import BASELINES
 from traffic.plugins import make_schedule, resolve
-from traffic.runner import WorkerError, run_workers, time_scale
+from traffic.runner import WorkerError, time_scale
 from traffic.schedule import (
     DTYPES,
     Schedule,
     ScheduleError,
-    Transfer,
     buffer_bytes,
     read_schedule,
     routes,
@@ -53,9 +52,6 @@ from traffic.schedule import (
 )
 
 PROG = "python -m emulation.run"
-#: Chains of one-element transfers the calibration times (``startup_probe``); the fixed
-#: cost is their median.
-STARTUP_PROBES = 3
 
 #: Defaults sized to finish in about a minute on a 2-core laptop VM.
 EMULATION_DEFAULTS = {
@@ -113,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-calibrate", action="store_true",
                         help="skip calibration (the single-flow goodput probe and the fixed-cost "
                              "probe): the simulator then uses the configured rates, no fixed "
-                             "cost")
+                             "cost and no queue drain")
     parser.add_argument("--datapath", default="user", choices=DATAPATHS,
                         help="Open vSwitch datapath: user (the tested default), kernel (needs "
                              "the openvswitch kernel module) or auto (kernel where its module "
@@ -376,48 +372,6 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     return doc
 
 
-def calibrate(net: Any, graph: nx.Graph, spawn: Any, workdir: Path, timeout_s: float,
-              hop_s: float = 0.0) -> dict[str, Any]:
-    """The calibration of a running network (``net``, an EmulatedNetwork): its single-flow
-    probe (``EmulatedNetwork.calibrate``: goodput factor, round trip, retransmission timeout)
-    plus ``startup_s``, the fixed cost of one transfer: the median over STARTUP_PROBES chains
-    (``startup_probe``) of a chain's time per transfer less ``hop_s`` per link crossed, and
-    ``startup_probes_s``, every chain's figure, and ``frame_bytes``, the size of a full
-    frame on the links (the simulator's queue drain, ``simulator.frames``).
-    ``spawn(server, argv)`` starts a worker."""
-    from emulation.net import FRAME_BYTES
-
-    probe = net.calibrate()
-    probe["frame_bytes"] = FRAME_BYTES
-    a, b = probe["src"], probe["dst"]
-    chain = startup_probe(graph, a, b)
-    # Each transfer of the chain waits for the previous one's arrival: a fixed cost plus the
-    # path's one-way delay, which the simulator adds per link. The median of STARTUP_PROBES
-    # chains: one short chain now and then runs several times slower.
-    there = len(chain.transfers[0].path) - 1
-    each = []
-    for k in range(STARTUP_PROBES):
-        measured = run_workers(chain, {a: net.ip(a), b: net.ip(b)}, {a: 0, b: 1}, spawn,
-                               workdir / f"startup-probe-{k}", timeout_s=timeout_s)
-        each.append(max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s))
-    probe["startup_s"], probe["startup_probes_s"] = statistics.median(each), each
-    return probe
-
-
-def startup_probe(graph: nx.Graph, a: str, b: str, rounds: int = 12) -> Schedule:
-    """A two-server AllReduce of one element followed by copies bouncing back and forth:
-    ``rounds`` transfers in one dependency chain, each too small to take measurable
-    transmission time, so the chain's length over ``rounds`` is the fixed cost of one transfer
-    (connection set-up, framing, acknowledgement, waking the dependent sender)."""
-    there = tuple(nx.shortest_path(graph, a, b))
-    back = there[::-1]
-    transfers = [Transfer(0, a, b, 0, 1, "reduce", there)]
-    for i in range(1, rounds):
-        src, dst, path = (b, a, back) if i % 2 else (a, b, there)
-        transfers.append(Transfer(i, src, dst, 0, 1, "copy", path, (i - 1,)))
-    return Schedule(graph.graph["spec"], 4, "float32", tuple(transfers), "startup-probe")
-
-
 def versions() -> dict[str, str]:
     """Versions of what the run depends on."""
     out = page_versions("mininet.net", "ryu")
@@ -475,10 +429,20 @@ def main(argv: list[str] | None = None) -> int:
         return 143
     if args.cli:
         return 0
-    from emulation.report import marks, plot, summarise, table, write_json, write_page
+    from emulation.report import (
+        calibration_note,
+        marks,
+        plot,
+        summarise,
+        table,
+        write_json,
+        write_page,
+    )
 
     rows = doc.pop("rows")
     marked, footnotes = marks(rows, args.budget_mbps, graph.graph["bw_mbps"])
+    notes = calibration_note(doc.get("calibration"), args.delay_ms / 1e3,
+                             bool(link_failures(graph)))
     result = {
         "schema": SCHEMA, "source": "emulation",
         "command": f"sudo {PROG} "
@@ -495,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         "features": args.features.to_dict(),
         "link_delay_ms": args.delay_ms, "link_loss_pct": args.loss_pct,
         "versions": versions(), **doc, **summarise(rows),
-        "network": network(graph), "table": {"marked": marked, "footnotes": footnotes},
+        "network": network(graph), "table": {"marked": marked, "footnotes": footnotes + notes},
         "schedulers": rows,
     }
     write_json(out / "results.json", result)
@@ -504,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"], doc.get("calibration")))
+        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"], notes))
         print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
               f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
               f"open the report {out / 'report.html'}; plots: "

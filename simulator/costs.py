@@ -1,6 +1,7 @@
-"""The cost model the simulator runs under: link goodput, a fixed cost per transfer and a
-latency per link crossed, with defaults measured by the emulation here and a way to reuse
-what any ``emulation.run`` measured.
+"""The cost model the simulator runs under: link goodput, a fixed cost per transfer, a
+latency per link crossed, the pause of a flow a failing link cut and the frame size of the
+queue drain, with defaults measured by the emulation here and a way to reuse what any
+``emulation.run`` measured.
 
 Pure: standard library only.
 """

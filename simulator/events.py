@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 
 import networkx as nx
 import numpy as np
@@ -83,6 +84,12 @@ class _Network:
         if new is None:
             raise ValueError(f"{who}: no backup path around failed link {a}-{b}")
         return new
+
+
+def link_capacity(graph: nx.Graph, goodput: float) -> Callable[[str, str], float]:
+    """The bit/s of directed link a->b as ``with_events`` runs it (at ``goodput``, the
+    share of background flows given back), as a function of (a, b)."""
+    return _Network(graph, goodput).capacity
 
 
 def with_events(graph: nx.Graph, schedule: Schedule, startup_s: float,

@@ -3,7 +3,8 @@
 A transfer starts when all its deps have arrived, plus ``startup_s``. Active transfers share
 every directed link of their paths max-min fairly (progressive filling); rates are
 recomputed whenever a transfer starts or stops sending. A transfer stops sending when its
-bits have gone through and arrives ``hop_latency_s`` per link later.
+bits have gone through and arrives ``hop_latency_s`` per link later (and, with
+``frame_bytes``, its queue drain later: ``simulator.frames``).
 
 Speed. Events within a relative 1e-12 of each other form one batch, so lock-step collectives
 such as a ring cost one rate computation per step. An event re-solves only the flows whose
@@ -478,8 +479,8 @@ def simulate(graph: nx.Graph, schedule: Schedule, *, startup_s: float = 0.0,
 
     Link capacity per direction is ``bw_mbps * 1e6 * goodput`` bit/s; a transfer carries
     ``count * itemsize * 8`` bits. ``finish_s`` is the arrival time (sending done plus
-    ``hop_latency_s`` per link). ScheduleError on a path that leaves the graph, an unknown
-    dependency or a dependency cycle.
+    ``hop_latency_s`` per link, plus the queue drain below). ScheduleError on a path that
+    leaves the graph, an unknown dependency or a dependency cycle.
 
     The graph's background flows share links with the transfers (each capped at its
     ``mbps``; the ``background_mbps`` they explain is capacity again); at each of its link

@@ -10,10 +10,11 @@ links, the frames wait or pass in the fluid model's time, and nothing is added.
 ``bench/waves.py`` measures the effect on the emulation (docs/emulation.md, section 4).
 
 ``frame_tails`` turns this into a latency per transfer for ``simulator.simulate``
-(``frame_bytes``), from one fluid run's rates. The latency is the largest of
-(m - 1) x frame time over the links of the transfer's path after the first that are full
-when its last bit is sent. Here m counts the full links that feed that link the flows it then
-carries, and a frame time is ``frame_bytes`` x 8 over the link's rate.
+(``frame_bytes``), from one fluid run's rates. A transfer gets the largest, over the links
+of its path after the first that are full when its last bit is sent, of (m - 1) frame times
+of that link. Here m counts the full links that feed that link the flows it then carries
+(whether or not the transfer's own feeding link is one of them: its last frame queues
+behind theirs either way), and a frame time is ``frame_bytes`` x 8 over the link's rate.
 
 Pure: networkx through ``topology``, and the simulator's own event loop.
 """
@@ -24,11 +25,13 @@ from collections import defaultdict
 
 import networkx as nx
 
-from simulator.events import _Network, with_events
+from simulator.events import link_capacity, with_events
 from traffic.schedule import Schedule
 
 #: A link is full when its flows' rates add up to its capacity within this fraction.
 FULL_RTOL = 1e-6
+
+Link = tuple[str, str]
 
 
 def frame_tails(graph: nx.Graph, schedule: Schedule, frame_bytes: float, *,
@@ -37,30 +40,24 @@ def frame_tails(graph: nx.Graph, schedule: Schedule, frame_bytes: float, *,
     """Extra arrival latency of each transfer (the schedule's order, seconds) from the
     drain of full round-robin queues fed by full links, ``frame_bytes`` a frame (module
     doc), measured on the fluid run with the same costs, network events included."""
-    if frame_bytes <= 0:
+    if not frame_bytes > 0:
         raise ValueError(f"frame_bytes must be > 0, got {frame_bytes!r}")
     count = len(schedule.transfers)
     trace: list[tuple[float, int, float, tuple[str, ...]]] = []
     with_events(graph, schedule, startup_s, hop_latency_s, goodput, failover_s, trace)
-    last = {}
-    for k, (_, f, _, _) in enumerate(trace):
-        if f < count:
-            last[f] = k
-    ends = defaultdict(list)  # trace position of a transfer's last entry -> the transfer
+    last = {f: k for k, (_, f, _, _) in enumerate(trace) if f < count}
+    ends: dict[int, list[int]] = defaultdict(list)  # trace position -> flows last seen there
     for f, k in last.items():
         ends[k].append(f)
-    rates: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
-    before: dict[int, dict[tuple[str, str], tuple[str, str] | None]] = {}
-    caps: dict[tuple[str, str], float] = {}
-    network = _Network(graph, goodput)
+    capacity = link_capacity(graph, goodput)
+    rates: dict[Link, dict[int, float]] = defaultdict(dict)  # link -> flow -> bit/s
+    feeders: dict[int, dict[Link, Link | None]] = {}  # flow -> its links -> the link before
+    full: dict[Link, bool] = {}  # with the rates just before the current time, per link asked
 
-    def cap(link: tuple[str, str]) -> float:  # bit/s on the wire (before the goodput)
-        if link not in caps:
-            caps[link] = network.capacity(*link) / goodput
-        return caps[link]
-
-    def full(link: tuple[str, str]) -> bool:
-        return sum(rates[link].values()) >= cap(link) * goodput * (1 - FULL_RTOL)
+    def is_full(link: Link) -> bool:
+        if link not in full:
+            full[link] = sum(rates[link].values()) >= capacity(*link) * (1 - FULL_RTOL)
+        return full[link]
 
     extra = [0.0] * count
     k = 0
@@ -69,28 +66,22 @@ def frame_tails(graph: nx.Graph, schedule: Schedule, frame_bytes: float, *,
         stop = k
         while stop < len(trace) and trace[stop][0] == now:
             stop += 1
+        full.clear()
         for f in (f for j in range(k, stop) for f in ends.get(j, ())):
-            extra[f] = _tail(f, before, rates, full, frame_bytes, cap)
+            for link, before in feeders.get(f, {}).items():
+                if before is None or not is_full(link):
+                    continue
+                fed = {feeders[g][link] for g in rates[link]}
+                m = sum(1 for u in fed if u is not None and is_full(u))
+                frame_s = frame_bytes * 8 * goodput / capacity(*link)
+                extra[f] = max(extra[f], (m - 1) * frame_s)
         for _, f, r, path in trace[k:stop]:
-            hops = list(zip(path, path[1:], strict=False))
-            for link in before.get(f, {}):
+            for link in feeders.get(f, {}):
                 rates[link].pop(f, None)
-            before[f] = {h: (hops[i - 1] if i else None) for i, h in enumerate(hops)}
+            hops = list(zip(path, path[1:], strict=False))
+            feeders[f] = {h: (hops[i - 1] if i else None) for i, h in enumerate(hops)}
             if r > 0:
                 for link in hops:
                     rates[link][f] = r
         k = stop
     return extra
-
-
-def _tail(f: int, before: dict, rates: dict, full, frame_bytes: float, cap) -> float:
-    """The latency ``frame_tails`` gives transfer ``f`` with the rates just before its last
-    bit is sent (``before``: every flow's links, each with the link before it on its path)."""
-    worst = 0.0
-    for link, feeder in before[f].items():
-        if feeder is None or not full(link):
-            continue
-        feeders = {before[g][link] for g in rates[link]}
-        m = sum(1 for u in feeders if u is not None and full(u))
-        worst = max(worst, (m - 1) * frame_bytes * 8 / cap(link))
-    return worst

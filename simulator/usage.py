@@ -88,9 +88,10 @@ def link_load(graph: nx.Graph, schedule: Schedule, *, edges_s: list[float] | Non
     network events (``simulator.events.with_events``), so they are exact, and each
     transfer's bits add up to its size on every link of its path."""
     from simulator.events import with_events
+    from simulator.fluid import _check_option
 
     extra = None
-    if frame_bytes:
+    if _check_option("frame_bytes", frame_bytes):
         from simulator.frames import frame_tails
 
         extra = frame_tails(graph, schedule, frame_bytes, startup_s=startup_s,

@@ -1,6 +1,6 @@
 """The run's table (pure): rows over the OVS load budget are marked and footnoted."""
 
-from emulation.report import table
+from emulation.report import calibration_note, table
 
 
 def _row(name: str, load: float) -> dict:
@@ -26,9 +26,15 @@ def test_no_footnote_within_the_budget_or_without_one():
 
 
 def test_a_footnote_names_the_calibration_factors():
-    calibration = {"goodput_ratio": 0.987, "startup_s": 0.0023, "frame_bytes": 9014}
-    text = table([_row("ring", 300.0)], calibration=calibration)
-    last = text.splitlines()[-1]
-    assert "0.987 of their rate" in last and "2.3 ms per transfer" in last
-    assert "9014-byte frames" in last and "raw err %" in last
-    assert len(table([_row("ring", 300.0)]).splitlines()) == 3  # no calibration, no note
+    calibration = {"goodput_ratio": 0.987, "startup_s": 0.0023, "frame_bytes": 9014,
+                   "failover_s": 1.16}
+    [note] = calibration_note(calibration)
+    assert "0.987 of their rate" in note and "2.3 ms per transfer" in note
+    assert "9014-byte frames" in note and "raw err %" in note
+    assert "per link" not in note and "failing" not in note
+    [more] = calibration_note(calibration | {"frame_bytes": 0}, 0.005, failures=True)
+    assert "frames" not in more and "5 ms per link crossed" in more and "1.16 s" in more
+    assert calibration_note(None) == []
+    text = table([_row("ring", 300.0)], notes=[note])
+    assert text.splitlines()[-1] == note
+    assert len(table([_row("ring", 300.0)]).splitlines()) == 3  # no notes, no line
