@@ -4,8 +4,11 @@ The emulated data plane forwards every byte once per datapath it crosses; shapin
 only while that total stays well below what the datapath can forward. ``measure_forwarding``
 measures the raw rate (one TCP flow through a chain of datapaths on unshaped links), the
 budget is BUDGET_SHARE of it, and ``cached_budget`` keeps it per machine and software
-version. ``choose_rate`` is the highest link rate at which every schedule's offered load
-stays within the budget. Only the probe needs Mininet (through ``emulation.net``).
+version. The hosts' workers have a second budget, in transfers per second: every transfer
+costs them CPU whatever its size, so a schedule of thousands of tiny transfers is bounded
+by the cores, not by the links (TRANSFER_SHARE). ``choose_rate`` is the highest link rate
+at which every schedule's offered load stays within a budget (both loads grow in proportion
+to the link rate). Only the probe needs Mininet (through ``emulation.net``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ import networkx as nx
 #: flows share the cores with the datapath, hence the small share; the probe scales the
 #: budget with the machine, the share is not measured per machine.
 BUDGET_SHARE = 0.08
+#: Transfers per second the hosts' workers complete faithfully, per Mbit/s of the probe's
+#: raw forwarding rate (which stands in for the machine's speed). Fitted once, on the
+#: development machine (raw rate about 5 600 Mbit/s, so about 2 000 transfers/s):
+#: DCell(3,1) multitree at 0.25 MB (3 696 transfers of 1.5 kB) offered about 12 400, 3 000
+#: and 1 500 transfers/s at 8, 2 and 1 Mbit/s and came out +154, +13.5 and +6.8 % against
+#: the calibrated model (docs/emulation.md, "Limits"); at 8 Mbit/s the workers completed
+#: about 3 400 transfers/s.
+TRANSFER_SHARE = 0.36
 #: Datapaths the probe's flow crosses.
 CHAIN = 4
 #: Link rate of the probe's links, Mbit/s: far above what the datapath forwards.
@@ -91,17 +102,20 @@ def machine_key(datapath: str, instances: int = 1) -> str:
 
 def cached_budget(datapath: str, measure: Callable[[], float],
                   cache: Path = CACHE, instances: int = 1) -> dict:
-    """``{"budget_mbps", "raw_mbps", "key", "cached"}``: the budget of this machine with
-    ``instances`` Open vSwitch instances from the cache file, or measured (``measure()``
-    returns the raw forwarding rate) and stored."""
+    """``{"budget_mbps", "budget_transfers_per_s", "raw_mbps", "key", "cached"}``: the
+    budgets of this machine with ``instances`` Open vSwitch instances, from the cache file
+    or measured (``measure()`` returns the raw forwarding rate) and stored."""
     key = machine_key(datapath, instances)
     path = cache / "budget.json"
     try:
         known = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         known = {}
-    if isinstance(known, dict) and isinstance(known.get(key), dict):
-        return known[key] | {"key": key, "cached": True}
+    if isinstance(known, dict) and isinstance(known.get(key), dict) \
+            and "raw_mbps" in known[key]:
+        raw = float(known[key]["raw_mbps"])
+        return known[key] | {"budget_transfers_per_s": TRANSFER_SHARE * raw,
+                             "key": key, "cached": True}
     raw = measure()
     entry = {"raw_mbps": raw, "budget_mbps": BUDGET_SHARE * raw}
     try:
@@ -110,23 +124,25 @@ def cached_budget(datapath: str, measure: Callable[[], float],
                                     key: entry}, indent=1) + "\n")
     except OSError:
         pass
-    return entry | {"key": key, "cached": False}
+    return entry | {"budget_transfers_per_s": TRANSFER_SHARE * raw, "key": key,
+                    "cached": False}
 
 
-def choose_rate(load_per_mbps: dict[str, float], budget_mbps: float) -> float:
+def choose_rate(load_per_mbps: dict[str, float], budget: float) -> float:
     """The highest link rate (Mbit/s, two significant digits, rounded down, within
-    MIN_RATE..MAX_RATE) at which every schedule's offered load stays within the budget,
-    given each schedule's offered load per Mbit/s of link rate (load scales with the rate).
+    MIN_RATE..MAX_RATE) at which every schedule's offered load stays within ``budget``,
+    given each schedule's offered load per Mbit/s of link rate (load scales with the rate):
+    datapath Mbit/s against the forwarding budget, or transfers/s against the workers'.
 
     >>> choose_rate({"ring": 10.0, "multitree": 63.5}, 400.0)
     6.2
     """
-    if not budget_mbps > 0:
-        raise ValueError(f"budget must be > 0 Mbit/s, got {budget_mbps!r}")
+    if not budget > 0:
+        raise ValueError(f"budget must be > 0, got {budget!r}")
     worst = max(load_per_mbps.values(), default=0.0)
     if worst <= 0:
         return MAX_RATE
-    rate = budget_mbps / worst
+    rate = budget / worst
     digits = 1 - math.floor(math.log10(rate))
     rate = math.floor(rate * 10.0**digits + 1e-9) / 10.0**digits
     return min(MAX_RATE, max(MIN_RATE, round(rate, max(digits, 0))))

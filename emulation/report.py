@@ -33,23 +33,35 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def marks(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
-          bw_mbps: float | None = None) -> tuple[list[str], list[str]]:
-    """The schedulers whose ``offered_load_mbps`` passes ``load_budget_mbps`` (marked ``*``
-    in the table), and the table's footnotes: that CPU, not only the links, may have bounded
-    them, and which ``--bw-mbps`` (scaled from the run's ``bw_mbps``) would keep every row
-    within the budget."""
-    if load_budget_mbps is None:
+          bw_mbps: float | None = None, transfer_budget: float | None = None
+          ) -> tuple[list[str], list[str]]:
+    """The schedulers whose ``offered_load_mbps`` passes ``load_budget_mbps`` or whose
+    ``offered_transfers_per_s`` passes ``transfer_budget`` (marked ``*`` in the table), and
+    the table's footnotes: that CPU, not only the links, may have bounded them, and which
+    ``--bw-mbps`` (scaled from the run's ``bw_mbps``) would keep every row within the
+    budgets."""
+    marked: dict[str, None] = {}
+    notes, scale = [], 1.0
+    for key, cap, text in (
+            ("offered_load_mbps", load_budget_mbps,
+             "offered load above the ~{cap:.0f} Mbit/s budget measured for this machine's "
+             "datapath"),
+            ("offered_transfers_per_s", transfer_budget,
+             "more transfers per second than the ~{cap:.0f} the hosts' workers complete "
+             "faithfully here")):
+        if cap is None:
+            continue
+        over = {r["scheduler"]: r.get(key, 0.0) for r in rows if r.get(key, 0.0) > cap}
+        if over:
+            marked.update(dict.fromkeys(over))
+            notes.append(text.format(cap=cap))
+            scale = min(scale, cap / max(over.values()))
+    if not marked:
         return [], []
-    over = {r["scheduler"]: r.get("offered_load_mbps", 0.0) for r in rows
-            if r.get("offered_load_mbps", 0.0) > load_budget_mbps}
-    if not over:
-        return [], []
-    note = (f"* offered load above the ~{load_budget_mbps:.0f} Mbit/s budget measured for "
-            "this machine's datapath: CPU, not only the links, may have bounded these runs")
+    note = "* " + " or ".join(notes) + ": CPU, not only the links, may have bounded these runs"
     if bw_mbps:
-        suggest = _round_down(bw_mbps * load_budget_mbps / max(over.values()))
-        note += f"; for exact shaping run with --bw-mbps {suggest:g}"
-    return list(over), [note]
+        note += f"; for a faithful run use --bw-mbps {_round_down(bw_mbps * scale):g}"
+    return list(marked), [note]
 
 
 def calibration_note(calibration: dict | None, hop_latency_s: float = 0.0,
@@ -78,13 +90,15 @@ def calibration_note(calibration: dict | None, hop_latency_s: float = 0.0,
 
 
 def table(rows: list[dict[str, Any]], load_budget_mbps: float | None = None,
-          bw_mbps: float | None = None, notes: list[str] | None = None) -> str:
+          bw_mbps: float | None = None, notes: list[str] | None = None,
+          transfer_budget: float | None = None) -> str:
     """The run's table: scheduler | simulated s | emulated s | error % | verified, with the
-    ``marks`` and footnotes of ``load_budget_mbps``, then ``notes`` (``calibration_note``)."""
+    ``marks`` and footnotes of ``load_budget_mbps`` and ``transfer_budget``, then ``notes``
+    (``calibration_note``)."""
     head = f"{'scheduler':<12} {'simulated s':>11} {'emulated s':>10} {'error %':>8} " \
            f"{'raw err %':>9}  verified"
     lines = [head, "-" * len(head)]
-    marked, footnotes = marks(rows, load_budget_mbps, bw_mbps)
+    marked, footnotes = marks(rows, load_budget_mbps, bw_mbps, transfer_budget)
     for r in rows:
         emu = f"{r['emulated_s']:.3f}" if r.get("emulated_s") is not None else "-"
         err = f"{r['error_pct']:+.1f}" if r.get("error_pct") is not None else "-"

@@ -3,10 +3,10 @@ emulate AllReduce schedules.
 
 For each scheduler (built-in, plugin or ``--schedule`` file): build the Schedule, validate
 it, simulate it, pick the link rate (``--bw-mbps auto``: within the datapath's measured
-budget), install its routes through the controller, run one socket worker per server in the
-Mininet hosts under the network conditions (background flows, failing links), verify every
-sum and the route counters, then print the table scheduler | simulated s | emulated s |
-error % | verified.
+budget and the workers' budget of transfers per second), install its routes through the
+controller, run one socket worker per server in the Mininet hosts under the network
+conditions (background flows, failing links), verify every sum and the route counters,
+then print the table scheduler | simulated s | emulated s | error % | verified.
 Writes results.json, report.html (``simulator.page``) and PNG plots into --out. Everything
 started is torn down, also on errors, Ctrl-C and SIGTERM; ``--clean`` removes what a crashed
 run left behind.
@@ -155,6 +155,12 @@ def offered_load_mbps(schedule: Schedule, graph: nx.Graph, makespan_s: float) ->
     return bits / makespan_s / 1e6
 
 
+def offered_transfers_per_s(schedule: Schedule, makespan_s: float) -> float:
+    """Transfers the hosts' workers complete per second on average while the schedule runs
+    (over the simulated makespan)."""
+    return len(schedule.transfers) / makespan_s if makespan_s > 0 else 0.0
+
+
 def progress(message: str) -> None:
     """One progress line on stderr."""
     sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {message}\n")
@@ -215,29 +221,46 @@ def plan_all(args: argparse.Namespace, graph: nx.Graph) -> tuple[int, list[dict[
 
 
 def settle_rate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
-                plans: list[dict[str, Any]], budget_mbps: float
+                plans: list[dict[str, Any]], budget: dict[str, float]
                 ) -> tuple[nx.Graph, int, list[dict[str, Any]], dict[str, Any]]:
     """The graph and plans at the link rate the run uses, and why: the asked rate, or with
     ``--bw-mbps auto`` the graph's rate lowered (every link in proportion) until every
-    plan's offered load fits ``budget_mbps`` (``emulation.budget.choose_rate``)."""
+    plan's offered load fits ``budget["budget_mbps"]`` and its offered transfers per second
+    fit ``budget["budget_transfers_per_s"]`` (``emulation.budget.choose_rate``; both grow
+    in proportion to the rate, measured on the bandwidth-only simulation)."""
     rate = float(graph.graph["bw_mbps"])
-    loads = {p["scheduler"]: offered_load_mbps(p["schedule"], graph, p["raw"].makespan_s) / rate
-             for p in plans}
     if args.bw_mbps != "auto":
         return graph, size_bytes, plans, {
             "bw_mbps": rate, "asked": args.bw_mbps, "why": "asked on the command line"}
-    chosen = min(rate, choose_rate(loads, budget_mbps))
+    limits = []  # (rate it allows, what, unit, budget, per-Mbit/s loads)
+    for what, unit, cap, load in (
+            ("make the datapaths forward", "Mbit/s", budget["budget_mbps"],
+             lambda p: offered_load_mbps(p["schedule"], graph, p["raw"].makespan_s)),
+            ("have the workers complete", "transfers/s",
+             budget.get("budget_transfers_per_s"),
+             lambda p: offered_transfers_per_s(p["schedule"], p["raw"].makespan_s))):
+        if cap:
+            loads = {p["scheduler"]: load(p) / rate for p in plans}
+            limits.append((choose_rate(loads, cap), what, unit, cap, loads))
+    allowed, what, unit, cap, loads = min(limits, key=lambda item: item[0])
+    chosen = min(rate, allowed)
     worst = max(loads, key=loads.get)
     if chosen >= rate:
-        why = (f"{rate:g} Mbit/s keeps every scheduler within the {budget_mbps:.0f} Mbit/s "
-               f"budget (highest load: {worst}, {loads[worst] * rate:.0f} Mbit/s)")
+        why = f"{rate:g} Mbit/s keeps every scheduler within the budgets (" + ", ".join(
+            f"{cap_:.0f} {unit_}, highest {max(loads_, key=loads_.get)} "
+            f"{max(loads_.values()) * rate:.0f}"
+            for _, _, unit_, cap_, loads_ in limits) + ")"
         return graph, size_bytes, plans, {"bw_mbps": rate, "asked": "auto", "why": why}
-    why = (f"{worst} would make the datapaths forward {loads[worst] * rate:.0f} Mbit/s at "
-           f"{rate:g} Mbit/s, over the {budget_mbps:.0f} Mbit/s budget; at {chosen:g} Mbit/s "
-           f"it forwards {loads[worst] * chosen:.0f}")
+    why = (f"{worst} would {what} {loads[worst] * rate:.0f} {unit} at {rate:g} Mbit/s, over "
+           f"the {cap:.0f} {unit} budget; at {chosen:g} Mbit/s about "
+           f"{loads[worst] * chosen:.0f}")
     progress(f"link rate: {why}")
     slower = scaled(graph, chosen / rate)
     size_bytes, plans = plan_all(args, slower)
+    # A scheduler that plans for the rate (drl) may offer more at the lower one: settle again.
+    again = settle_rate(args, slower, size_bytes, plans, budget)
+    if again[3]["bw_mbps"] < chosen:
+        return again
     return slower, size_bytes, plans, {"bw_mbps": chosen, "asked": "auto", "why": why}
 
 
@@ -304,6 +327,7 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                 "emulated_s": None, "error_pct": None, "error_raw_pct": None,
                 "verified": False,
                 "offered_load_mbps": offered_load_mbps(schedule, graph, raw.makespan_s),
+                "offered_transfers_per_s": offered_transfers_per_s(schedule, raw.makespan_s),
                 "transfer_list": transfer_list(schedule),
                 "simulated_links": link_load(graph, schedule, **costs).to_dict(),
             }
@@ -312,6 +336,12 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
                          f"{row['offered_load_mbps']:.0f} Mbit/s, above the "
                          f"{args.budget_mbps:.0f} Mbit/s budget measured for this machine's "
                          "datapath; lower --bw-mbps (or leave it auto) for exact shaping")
+            if args.budget_transfers_per_s and \
+                    row["offered_transfers_per_s"] > args.budget_transfers_per_s:
+                progress(f"warning: {name} asks the workers for about "
+                         f"{row['offered_transfers_per_s']:.0f} transfers/s, above the "
+                         f"{args.budget_transfers_per_s:.0f}/s they complete faithfully here; "
+                         "lower --bw-mbps (or leave it auto) for a faithful run")
             progress(f"[{i}/{len(plans)}] {name}: installing {len(routes(schedule))} routes, "
                      f"running {len(addresses)} workers "
                      f"(simulated {sim.makespan_s:.2f} s)")
@@ -413,10 +443,12 @@ def main(argv: list[str] | None = None) -> int:
             instances=args.ovs_instances)
         progress(f"datapath budget: {budget['budget_mbps']:.0f} Mbit/s of forwarding "
                  f"({BUDGET_SHARE:g} of the {budget['raw_mbps']:.0f} Mbit/s one flow gets "
-                 f"through {'the cache' if budget['cached'] else 'a probe just now'})")
+                 f"through {'the cache' if budget['cached'] else 'a probe just now'}); "
+                 f"workers' budget: {budget['budget_transfers_per_s']:.0f} transfers/s")
         graph, size_bytes, plans, args.rate = settle_rate(args, graph, size_bytes, plans,
-                                                          budget["budget_mbps"])
+                                                          budget)
     args.budget_mbps = budget["budget_mbps"] if budget else None
+    args.budget_transfers_per_s = budget["budget_transfers_per_s"] if budget else None
 
     def on_sigterm(signum: int, frame: Any) -> None:
         raise Interrupted()
@@ -440,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     rows = doc.pop("rows")
-    marked, footnotes = marks(rows, args.budget_mbps, graph.graph["bw_mbps"])
+    marked, footnotes = marks(rows, args.budget_mbps, graph.graph["bw_mbps"],
+                              args.budget_transfers_per_s)
     notes = calibration_note(doc.get("calibration"), args.delay_ms / 1e3,
                              bool(link_failures(graph)))
     result = {
@@ -453,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         "lower_bound_s": lower_bound(graph, size_bytes),
         "optimum_s": packing_bound(graph, size_bytes),
         "parameters": {k: v for k, v in vars(args).items()
-                       if k not in ("features", "rate", "budget_mbps")} | {"out": str(out)},
+                       if k not in ("features", "rate", "budget_mbps",
+                                    "budget_transfers_per_s")} | {"out": str(out)},
         "budget": budget, "rate": args.rate,
         "datapath": args.datapath, "ovs_instances": args.ovs_instances,
         "features": args.features.to_dict(),
@@ -468,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"], notes))
+        print(table(rows, args.budget_mbps, graph.graph["bw_mbps"], notes,
+                    args.budget_transfers_per_s))
         print(f"lower bound {result['lower_bound_s']:.3f} s, packing optimum "
               f"{result['optimum_s']:.3f} s; results in {out / 'results.json'}; "
               f"open the report {out / 'report.html'}; plots: "

@@ -70,7 +70,8 @@ def add_topology_args(parser: argparse.ArgumentParser, positional: bool = False,
                            help="capacity of every link, each direction (with --topo-file: "
                                 "of links the file gives no rate), or auto (the default): "
                                 f"{DEFAULT_BW_MBPS:g}, lowered until every scheduler's load "
-                                "fits the datapath's measured budget")
+                                "fits the datapath's measured budget and its transfers per "
+                                "second fit the hosts' workers'")
     else:
         group.add_argument("--bw-mbps", type=float, default=DEFAULT_BW_MBPS,
                            help="capacity of every link, each direction; with --topo-file, "

@@ -8,7 +8,14 @@ import json
 import pytest
 
 import topology as tp
-from emulation.budget import BUDGET_SHARE, MAX_RATE, MIN_RATE, cached_budget, choose_rate
+from emulation.budget import (
+    BUDGET_SHARE,
+    MAX_RATE,
+    MIN_RATE,
+    TRANSFER_SHARE,
+    cached_budget,
+    choose_rate,
+)
 from topology.links import link_rate_mbps, scaled, with_background_flow
 
 
@@ -32,8 +39,10 @@ def test_the_budget_is_measured_once_per_machine_and_datapath(tmp_path):
 
     first = cached_budget("user", measure, cache=tmp_path)
     assert first["cached"] is False and first["budget_mbps"] == BUDGET_SHARE * 5000.0
+    assert first["budget_transfers_per_s"] == TRANSFER_SHARE * 5000.0
     again = cached_budget("user", measure, cache=tmp_path)
     assert again["cached"] is True and again["budget_mbps"] == first["budget_mbps"]
+    assert again["budget_transfers_per_s"] == first["budget_transfers_per_s"]
     assert len(calls) == 1
     other = cached_budget("kernel", lambda: 20000.0, cache=tmp_path)
     assert other["cached"] is False and other["raw_mbps"] == 20000.0
@@ -55,3 +64,26 @@ def test_scaling_keeps_the_network_and_its_background():
     assert g.graph["bw_mbps"] == 10.0  # the original is untouched
     with pytest.raises(ValueError, match="scale factor"):
         scaled(g, 0)
+
+
+def test_auto_rate_obeys_the_tighter_budget():
+    """``settle_rate`` lowers the rate for the datapath's budget or the workers', whichever
+    allows less, and says which."""
+    import argparse
+
+    from emulation.run import plan_all, settle_rate
+
+    graph = tp.make_graph("dcell", n=3, k=1)
+    args = argparse.Namespace(bw_mbps="auto", size_mb=0.25, dtype="float32",
+                              scheduler="ring,multitree", schedule=[])
+    size, plans = plan_all(args, graph)
+    roomy = {"budget_mbps": 1e6, "budget_transfers_per_s": 1e9}
+    assert settle_rate(args, graph, size, plans, roomy)[3]["bw_mbps"] == 10.0
+    # multitree: 3 696 transfers in 0.21 s at 10 Mbit/s, about 1 770 per s per Mbit/s
+    tight = {"budget_mbps": 1e6, "budget_transfers_per_s": 2000.0}
+    slower, _, replanned, rate = settle_rate(args, graph, size, plans, tight)
+    assert rate["bw_mbps"] == 1.1 and slower.graph["bw_mbps"] == 1.1
+    assert "multitree would have the workers complete" in rate["why"]
+    assert [p["scheduler"] for p in replanned] == ["ring", "multitree"]
+    asked = argparse.Namespace(**(vars(args) | {"bw_mbps": 10.0}))
+    assert settle_rate(asked, graph, size, plans, tight)[3]["why"] == "asked on the command line"

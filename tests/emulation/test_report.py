@@ -15,7 +15,20 @@ def test_rows_over_the_load_budget_are_marked_with_a_rate_to_use():
     assert "+20.0 " in lines[2] and "*" not in lines[2]
     assert "+20.0*" in lines[3]
     assert lines[4].startswith("* offered load above the ~400 Mbit/s")
-    assert lines[4].endswith("run with --bw-mbps 4.1")  # 10 x 400 / 960 = 4.17, rounded down
+    assert lines[4].endswith("use --bw-mbps 4.1")  # 10 x 400 / 960 = 4.17, rounded down
+
+
+def test_rows_over_the_transfer_budget_are_marked_too():
+    rows = [_row("ring", 300.0) | {"offered_transfers_per_s": 500.0},
+            _row("multitree", 300.0) | {"offered_transfers_per_s": 8000.0},
+            _row("drl", 960.0) | {"offered_transfers_per_s": 100.0}]
+    text = table(rows, load_budget_mbps=400.0, bw_mbps=10.0, transfer_budget=2000.0)
+    lines = text.splitlines()
+    assert "*" not in lines[2] and "+20.0*" in lines[3] and "+20.0*" in lines[4]
+    assert "~400 Mbit/s" in lines[5] and "~2000 the hosts' workers" in lines[5]
+    # the tighter of the two: 10 x 2000 / 8000 = 2.5
+    assert lines[5].endswith("use --bw-mbps 2.5")
+    assert "*" not in table(rows[:1], 400.0, 10.0, transfer_budget=2000.0)
 
 
 def test_no_footnote_within_the_budget_or_without_one():
