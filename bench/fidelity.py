@@ -8,7 +8,7 @@ the median and the largest |error|, the link rate each run chose and the calibra
 goodput ratios. The default matrix:
 BCube(4,1), a 2-level BCube(2,2), DCell(3,1), DCell(2,1), Jellyfish(16,4,3) seeds 0 and 1,
 each at 1 MB and 0.25 MB, every scheduler the emulation runs by default. Goals (issue 14):
-median <= 3 %, max <= 10 %, no row over the budget. It also prints the median and the largest
+median <= 3 %, max <= 10 %, no row over either budget. It also prints the median and the largest
 |error| against the calibrated model without the queue drain of full frames
 (``simulated_fluid_s``, ``simulator.frames``). Prints figures only.
 """

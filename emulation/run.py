@@ -239,17 +239,17 @@ def settle_rate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
             ("have the workers complete", "transfers/s",
              budget.get("budget_transfers_per_s"),
              lambda p: offered_transfers_per_s(p["schedule"], p["raw"].makespan_s))):
-        if cap:
+        if cap is not None:  # (choose_rate refuses a budget that is not > 0)
             loads = {p["scheduler"]: load(p) / rate for p in plans}
             limits.append((choose_rate(loads, cap), what, unit, cap, loads))
     allowed, what, unit, cap, loads = min(limits, key=lambda item: item[0])
     chosen = min(rate, allowed)
     worst = max(loads, key=loads.get)
-    if chosen >= rate:
-        why = f"{rate:g} Mbit/s keeps every scheduler within the budgets (" + ", ".join(
-            f"{cap_:.0f} {unit_}, highest {max(loads_, key=loads_.get)} "
-            f"{max(loads_.values()) * rate:.0f}"
-            for _, _, unit_, cap_, loads_ in limits) + ")"
+    if chosen >= rate * (1 - 1e-9):  # (a scaled rate may differ in the last bits)
+        why = f"{rate:g} Mbit/s keeps every scheduler within the budgets (" + "; ".join(
+            f"{'datapaths' if unit_ == 'Mbit/s' else 'workers'}: "
+            f"{max(loads_, key=loads_.get)} {max(loads_.values()) * rate:.0f} of "
+            f"{cap_:.0f} {unit_}" for _, _, unit_, cap_, loads_ in limits) + ")"
         return graph, size_bytes, plans, {"bw_mbps": rate, "asked": "auto", "why": why}
     why = (f"{worst} would {what} {loads[worst] * rate:.0f} {unit} at {rate:g} Mbit/s, over "
            f"the {cap:.0f} {unit} budget; at {chosen:g} Mbit/s about "
@@ -259,8 +259,8 @@ def settle_rate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
     size_bytes, plans = plan_all(args, slower)
     # A scheduler that plans for the rate (drl) may offer more at the lower one: settle again.
     again = settle_rate(args, slower, size_bytes, plans, budget)
-    if again[3]["bw_mbps"] < chosen:
-        return again
+    if again[0] is not slower:  # lowered once more
+        return again[:3] + ({**again[3], "why": f"{why}; re-planned there, {again[3]['why']}"},)
     return slower, size_bytes, plans, {"bw_mbps": chosen, "asked": "auto", "why": why}
 
 

@@ -432,6 +432,8 @@ def build(doc: dict) -> str:
                                "wall_s", "median_abs_error_pct") if doc.get(k) is not None}
     if doc.get("budget"):
         run["budget_mbps"] = doc["budget"].get("budget_mbps")
+        if doc["budget"].get("budget_transfers_per_s") is not None:
+            run["budget_transfers_per_s"] = round(doc["budget"]["budget_transfers_per_s"])
     conditions = {k: v for k, v in (doc.get("conditions") or {}).items() if v}
     # "</" inside a string would end the script element early
     data = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")

@@ -16,6 +16,7 @@ from emulation.budget import (
     cached_budget,
     choose_rate,
 )
+from emulation.run import offered_load_mbps
 from topology.links import link_rate_mbps, scaled, with_background_flow
 
 
@@ -53,6 +54,10 @@ def test_the_budget_is_measured_once_per_machine_and_datapath(tmp_path):
 def test_a_corrupt_cache_is_measured_again(tmp_path):
     (tmp_path / "budget.json").write_text("{not json")
     assert cached_budget("user", lambda: 100.0, cache=tmp_path)["raw_mbps"] == 100.0
+    key = cached_budget("user", lambda: 100.0, cache=tmp_path)["key"]
+    (tmp_path / "budget.json").write_text(json.dumps({key: {"budget_mbps": 8.0}}))
+    again = cached_budget("user", lambda: 200.0, cache=tmp_path)
+    assert again["cached"] is False and again["budget_transfers_per_s"] == TRANSFER_SHARE * 200
 
 
 def test_scaling_keeps_the_network_and_its_background():
@@ -87,3 +92,46 @@ def test_auto_rate_obeys_the_tighter_budget():
     assert [p["scheduler"] for p in replanned] == ["ring", "multitree"]
     asked = argparse.Namespace(**(vars(args) | {"bw_mbps": 10.0}))
     assert settle_rate(asked, graph, size, plans, tight)[3]["why"] == "asked on the command line"
+    roomy_why = settle_rate(args, graph, size, plans, roomy)[3]["why"]
+    assert "datapaths: multitree" in roomy_why and "workers: multitree" in roomy_why
+    # the datapath's budget the tighter one; a budget without the workers' part (an older
+    # caller) obeys the datapath's alone
+    loads = {p["scheduler"]: offered_load_mbps(p["schedule"], graph, p["raw"].makespan_s)
+             for p in plans}
+    for cap in ({"budget_mbps": max(loads.values()) / 4, "budget_transfers_per_s": 1e9},
+                {"budget_mbps": max(loads.values()) / 4}):
+        rate = settle_rate(args, graph, size, plans, cap)[3]
+        assert rate["bw_mbps"] == pytest.approx(2.5)
+        assert "would make the datapaths forward" in rate["why"]
+    with pytest.raises(ValueError, match="budget must be > 0"):
+        settle_rate(args, graph, size, plans, {"budget_mbps": 0.0})
+
+
+def test_auto_rate_settles_again_after_re_planning(monkeypatch):
+    """A scheduler that plans for the rate and asks for more at the lower one: the rate is
+    lowered again, and the reason keeps both steps."""
+    import argparse
+
+    import emulation.run as run
+
+    graph = tp.make_graph("bcube", n=2, k=1)
+    args = argparse.Namespace(bw_mbps="auto", size_mb=1.0, dtype="float32", scheduler="ring",
+                              schedule=[])
+    size, plans = run.plan_all(args, graph)
+    per_mbps = run.offered_transfers_per_s(plans[0]["schedule"], plans[0]["raw"].makespan_s)
+    per_mbps /= 10.0
+    real = run.plan_all
+
+    def plan_all(args, slower):  # twice the transfers/s below 10 Mbit/s
+        size, again = real(args, slower)
+        if slower.graph["bw_mbps"] < 10:
+            raw = again[0]["raw"]
+            again[0]["raw"] = type(raw)(**{**vars(raw), "makespan_s": raw.makespan_s / 2})
+        return size, again
+
+    monkeypatch.setattr(run, "plan_all", plan_all)
+    rate = run.settle_rate(args, graph, size, plans,
+                           {"budget_mbps": 1e6, "budget_transfers_per_s": 1.7 * per_mbps})
+    assert rate[3]["bw_mbps"] == pytest.approx(0.85, rel=0.02)
+    assert rate[3]["why"].count("would have the workers complete") == 2
+    assert "re-planned there" in rate[3]["why"]

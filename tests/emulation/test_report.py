@@ -1,6 +1,6 @@
 """The run's table (pure): rows over the OVS load budget are marked and footnoted."""
 
-from emulation.report import calibration_note, table
+from emulation.report import calibration_note, marks, table
 
 
 def _row(name: str, load: float) -> dict:
@@ -29,6 +29,9 @@ def test_rows_over_the_transfer_budget_are_marked_too():
     # the tighter of the two: 10 x 2000 / 8000 = 2.5
     assert lines[5].endswith("use --bw-mbps 2.5")
     assert "*" not in table(rows[:1], 400.0, 10.0, transfer_budget=2000.0)
+    marked, [note] = marks(rows, None, 10.0, transfer_budget=2000.0)
+    assert marked == ["multitree"] and "Mbit/s budget" not in note
+    assert note.endswith("use --bw-mbps 2.5")
 
 
 def test_no_footnote_within_the_budget_or_without_one():
