@@ -20,7 +20,6 @@ counted (``nstat``). Figures only.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -96,11 +95,7 @@ def main() -> int:
     frame_s = FRAME_BYTES * 8 / (args.bw * 1e6)
     with tempfile.TemporaryDirectory() as tmp, \
             EmulatedNetwork(graph, workdir=Path(tmp) / "net") as net:
-        def spawn(server: str, argv: list[str]) -> subprocess.Popen:
-            return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
-
-        cal = calibrate(net, graph, spawn, Path(tmp), 60.0)
+        cal = calibrate(net, graph, Path(tmp), 60.0)
         costs = {"goodput": min(1.0, cal["goodput_ratio"]), "startup_s": cal["startup_s"]}
         print(f"bcube(4, 1) at {args.bw:g} Mbit/s, {args.size_kb:g} kB per transfer: goodput "
               f"{costs['goodput']:.3f}, fixed cost {1e3 * costs['startup_s']:.1f} ms, frame "
@@ -112,7 +107,7 @@ def main() -> int:
             for rep in range(args.reps):
                 before = tcp_counters(net, servers)
                 run = run_workers(schedule, {s: net.ip(s) for s in servers},
-                                  {s: r for r, s in enumerate(servers)}, spawn,
+                                  {s: r for r, s in enumerate(servers)}, net.spawn_worker,
                                   Path(tmp) / f"{name}-{rep}", seed=rep)
                 after = tcp_counters(net, servers)
                 extra = (run.makespan_s - sim) / 2

@@ -10,7 +10,6 @@ import here: ``net`` does the network work.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,13 +81,9 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
     addresses = {s: net.ip(s) for s in net.servers}
     ranks = {s: r for r, s in enumerate(net.servers)}
 
-    def spawn(server: str, argv: list[str]) -> subprocess.Popen:
-        return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL)
-
     counters = PortCounters(counted_ports(net.topology), more=net.counter_files()).start()
     try:
-        measured = run_workers(schedule, addresses, ranks, spawn, workdir, seed=seed,
+        measured = run_workers(schedule, addresses, ranks, net.spawn_worker, workdir, seed=seed,
                                timeout_s=timeout_s,
                                events=[(f["at_s"], down(f["link"])) for f in failures])
     finally:

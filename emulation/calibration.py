@@ -7,7 +7,6 @@ No Mininet import here: ``net`` (an ``emulation.net.EmulatedNetwork``) does the 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,14 @@ from traffic.schedule import Schedule, Transfer
 STARTUP_PROBES = 3
 
 
-def calibrate(net: Any, graph: nx.Graph, spawn: Callable[..., Any], workdir: Path,
-              timeout_s: float, hop_s: float = 0.0) -> dict[str, Any]:
+def calibrate(net: Any, graph: nx.Graph, workdir: Path, timeout_s: float,
+              hop_s: float = 0.0) -> dict[str, Any]:
     """The calibration of a running network (``net``, an EmulatedNetwork): its single-flow
     probe (``EmulatedNetwork.calibrate``: goodput factor, round trip, retransmission timeout)
     plus ``startup_s``, the fixed cost of one transfer: the median over STARTUP_PROBES chains
     (``startup_probe``) of a chain's time per transfer less ``hop_s`` per link crossed, and
     ``startup_probes_s``, every chain's figure, and ``frame_bytes``, the size of a full
-    frame on the links (the simulator's queue drain, ``simulator.frames``).
-    ``spawn(server, argv)`` starts a worker."""
+    frame on the links (the simulator's queue drain, ``simulator.frames``)."""
     from emulation.net import FRAME_BYTES
 
     probe = net.calibrate()
@@ -42,8 +40,9 @@ def calibrate(net: Any, graph: nx.Graph, spawn: Callable[..., Any], workdir: Pat
     there = len(chain.transfers[0].path) - 1
     each = []
     for k in range(STARTUP_PROBES):
-        measured = run_workers(chain, {a: net.ip(a), b: net.ip(b)}, {a: 0, b: 1}, spawn,
-                               workdir / f"startup-probe-{k}", timeout_s=timeout_s)
+        measured = run_workers(chain, {a: net.ip(a), b: net.ip(b)}, {a: 0, b: 1},
+                               net.spawn_worker, workdir / f"startup-probe-{k}",
+                               timeout_s=timeout_s)
         each.append(max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s))
     probe["startup_s"], probe["startup_probes_s"] = statistics.median(each), each
     return probe

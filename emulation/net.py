@@ -663,6 +663,12 @@ class EmulatedNetwork:
         self._procs.append(proc)
         return proc
 
+    def spawn_worker(self, server: str, argv: list[str]) -> subprocess.Popen:
+        """Start a socket worker (``argv``) inside ``server``, its stdin and stdout piped
+        and its stderr discarded: the ``spawn`` of ``traffic.runner.run_workers``."""
+        return self.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL)
+
 class SyncedClient(ControllerClient):
     """The controller's client, whose ``route_stats`` first waits for every Open vSwitch
     instance to push its datapath flows' counters into the OpenFlow rules: they lag by up to

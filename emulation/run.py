@@ -296,12 +296,8 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         frame_bytes = 0
         addresses = {s: net.ip(s) for s in net.servers}
 
-        def spawn(server: str, argv: list[str]) -> subprocess.Popen:
-            return net.popen(server, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
-
         if not args.no_calibrate:
-            probe = calibrate(net, graph, spawn, out / "workers", args.timeout_s, hop_s)
+            probe = calibrate(net, graph, out / "workers", args.timeout_s, hop_s)
             goodput, failover_s = probe["goodput_ratio"], probe["failover_s"]
             startup_s, frame_bytes = probe["startup_s"], probe["frame_bytes"]
             progress(f"calibration: one flow on a {probe['configured_mbps']:g} Mbit/s link "
