@@ -2,22 +2,34 @@
 engines of ``simulator.fluid`` (which stay as the reference and as the fallback where numba
 is missing), on flat arrays.
 
-Per event: the flows that stop come off an indexed heap of projected finish times (one entry
-per sending flow, moved in place when its rate changes; a heap that keeps stale entries grows
-to many times the active flows and stops fitting the cache). The flows re-solved are those
-connected to the touched links, through per-link lists of the active flows, by flows that are
-new or at least as fast as the smallest rate of a stopped flow and the smallest equal share
-of a new flow's links (the rule argued in ``simulator.fluid``), on the capacity the others
-leave; max-min rates by progressive filling with several bottlenecks per round
-(``simulator.maxmin.max_min_rates``); only flows whose rate changed get a new projection.
+Path classes. Flows on the same path cross the same links, so max-min fairness gives them
+one rate at every instant; the loop keeps one entry per path (a class) wherever the engines
+of ``simulator.fluid`` keep one per flow: in the per-link lists, the rate index, the
+re-solve (a class counts as its number of sending flows) and the heap of projected finish
+times. A class records the service each of its flows has received since it became active
+(bits per flow, advanced whenever its rate changes); a flow joining it is done when that
+service reaches the service at its join plus its own bits, and the class's flows wait in a
+skew heap ordered by that figure, so only the first of them has a projected finish time.
+Pipelined trees put thousands of flows on a few hundred paths, and an event then costs what
+its classes do; all-to-all traffic has about one flow per path and costs what it did per
+flow.
 
-Finding those flows. The per-link lists hold slow flows too: in all-to-all traffic a link
-carries hundreds of flows of which an event re-solves a few. The active flows are therefore
-also indexed by rate (a list per bucket of 1/256 octave), which lists the flows at least as
-fast as the event's level in about their own number. The walk along the links stops once it
-has visited twice that many entries (plus ``WALK_SLACK``), and the event takes the list
-(every fast flow, connected or not) instead. The rates are the same: max-min decomposes over
-components, and a component the event did not touch keeps its rates.
+Per event: the classes whose first flow stops come off an indexed heap of projected finish
+times (one entry per sending class, moved in place when its rate changes). The classes
+re-solved are those connected to the touched links, through per-link lists of the active
+classes, by classes that are new (or gained a flow) or at least as fast as the smallest
+rate of a stopped flow and the smallest equal share of a new flow's links (the rule argued
+in ``simulator.fluid``), on the capacity the others leave; max-min rates by progressive
+filling with several bottlenecks per round (``simulator.maxmin.max_min_rates``); only
+classes whose rate changed, or whose flows changed, get a new projection.
+
+Finding those classes. The per-link lists hold slow classes too: in all-to-all traffic a
+link carries hundreds of flows of which an event re-solves a few. The active classes are
+therefore also indexed by rate (a list per bucket of 1/256 octave), which lists the classes
+at least as fast as the event's level in about their own number. The walk along the links
+stops once it has visited twice that many entries (plus ``WALK_SLACK``), and the event takes
+the list (every fast class, connected or not) instead. The rates are the same: max-min
+decomposes over components, and a component the event did not touch keeps its rates.
 """
 
 from __future__ import annotations
@@ -167,6 +179,37 @@ def _hpop(hkey, hflow, hpos, nheap):
 
 
 @njit(cache=True)
+def _before(key, a, b):
+    """Flow ``a`` comes before ``b`` in a path class's queue: less service to reach, then
+    lower flow id."""
+    return key[a] < key[b] or (key[a] == key[b] and a < b)
+
+
+@njit(cache=True)
+def _meld(a, b, key, left, right):
+    """Meld the skew heaps of flows rooted at ``a`` and ``b`` (-1: empty), ordered by
+    ``_before``; returns the new root (top-down: along the merge path every node's children
+    swap and the rest merges into its left)."""
+    if a < 0:
+        return b
+    if b < 0:
+        return a
+    if _before(key, b, a):
+        a, b = b, a
+    root = a
+    while True:
+        r = right[a]
+        right[a] = left[a]
+        if r < 0:
+            left[a] = b
+            return root
+        if _before(key, b, r):
+            r, b = b, r
+        left[a] = r
+        a = r
+
+
+@njit(cache=True)
 def _arrive(i, when, finish, cptr, cidx, pending, ready_at, ready, startup):
     finish[i] = when
     for j in range(cptr[i], cptr[i + 1]):
@@ -179,11 +222,23 @@ def _arrive(i, when, finish, cptr, cidx, pending, ready_at, ready, startup):
 
 
 @njit(cache=True)
-def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
-    """Simulate; returns (start, finish) per transfer (NaN where a transfer never ran)."""
+def _stop(i, when, lat, finish, cptr, cidx, pending, ready_at, ready, startup, arrivals):
+    """Transfer ``i`` stops sending at ``when``: it arrives now or ``lat[i]`` later."""
+    if lat[i] == 0.0:
+        _arrive(i, when, finish, cptr, cidx, pending, ready_at, ready, startup)
+    else:
+        heapq.heappush(arrivals, (when + lat[i], i))
+
+
+@njit(cache=True)
+def run_events(bits, lat, cls, kptr, kidx, cap, cptr, cidx, pending0, startup):
+    """Simulate; returns (start, finish) per transfer (NaN where a transfer never ran).
+    Transfer ``i`` crosses the links ``kidx[kptr[c]:kptr[c + 1]]`` of its path class
+    ``c = cls[i]``; ``cptr``/``cidx`` list each transfer's dependants."""
     n = bits.shape[0]
+    ncls = kptr.shape[0] - 1
     nl = cap.shape[0]
-    nnz = lidx.shape[0]
+    nnz = kidx.shape[0]
     start = np.full(n, np.nan)
     finish = np.full(n, np.nan)
     pending = pending0.copy()
@@ -196,25 +251,41 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     heapq.heapify(ready)
     arrivals = [(0.0, np.int64(0))]
     arrivals.pop()
-    # The projected finish times: a binary heap of (time, flow) at positions 0..nheap-1.
-    hkey = np.empty(n)
-    hflow = np.empty(n, dtype=np.int64)
-    hpos = np.full(n, -1, dtype=np.int64)
+    # Per flow: the class service at which it is done, and its place in its class's queue
+    # (a skew heap by that service).
+    target = np.zeros(n)
+    left = np.full(n, -1, dtype=np.int64)
+    right = np.full(n, -1, dtype=np.int64)
+    # Per class: its sending flows (members), their common rate, the bits each of them has
+    # been served (in ``target``'s terms) as of time ``since``, its queue's root and that
+    # flow's target.
+    members = np.zeros(ncls, dtype=np.int64)
+    rate = np.zeros(ncls)
+    served = np.zeros(ncls)
+    since = np.zeros(ncls)
+    root = np.full(ncls, -1, dtype=np.int64)
+    first = np.zeros(ncls)
+    fresh = np.zeros(ncls, dtype=np.bool_)
+    chosen = np.zeros(ncls, dtype=np.bool_)
+    old = np.zeros(ncls)
+    fmin = np.zeros(ncls)
+    flows = np.empty(ncls, dtype=np.int64)
+    newc = np.empty(ncls, dtype=np.int64)
+    # The classes' next finish times: a binary heap of (time, class) at 0..nheap-1.
+    hkey = np.empty(ncls)
+    hflow = np.empty(ncls, dtype=np.int64)
+    hpos = np.full(ncls, -1, dtype=np.int64)
     nheap = 0
-    # Per-link doubly linked lists of the active flows' link entries (entry j of lidx).
+    # Per-link doubly linked lists of the active classes' link entries (entry j of kidx).
     owner = np.empty(nnz, dtype=np.int64)
-    for f in range(n):
-        for j in range(lptr[f], lptr[f + 1]):
-            owner[j] = f
+    for c in range(ncls):
+        for j in range(kptr[c], kptr[c + 1]):
+            owner[j] = c
     head = np.full(nl, -1, dtype=np.int64)
     nxt = np.full(nnz, -1, dtype=np.int64)
     prv = np.full(nnz, -1, dtype=np.int64)
-    rem = np.zeros(n)
-    since = np.zeros(n)
-    rate = np.zeros(n)
-    fresh = np.zeros(n, dtype=np.bool_)
-    chosen = np.zeros(n, dtype=np.bool_)
-    count = np.zeros(nl, dtype=np.int64)
+    entries = np.zeros(nl, dtype=np.int64)  # classes listed per link
+    count = np.zeros(nl, dtype=np.int64)  # sending flows per link
     used = np.zeros(nl)
     spare = np.zeros(nl)
     share = np.zeros(nl)
@@ -223,20 +294,13 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
     seen = np.zeros(nl, dtype=np.bool_)
     touched = np.empty(nl, dtype=np.int64)
     stack = np.empty(nl, dtype=np.int64)
-    flows = np.empty(n, dtype=np.int64)
-    fmin = np.zeros(n)
-    old = np.zeros(n)
-    newf = np.empty(n, dtype=np.int64)
-    act = np.empty(n, dtype=np.int64)
-    pos = np.full(n, -1, dtype=np.int64)
-    nact = 0
-    # The rate index: active flows with a rate, in doubly linked lists per bucket.
-    bof = np.full(n, -1, dtype=np.int64)
+    # The rate index: active classes with a rate, in doubly linked lists per bucket.
+    bof = np.full(ncls, -1, dtype=np.int64)
     bhead = np.full(NBUCKETS, -1, dtype=np.int64)
-    bnext = np.full(n, -1, dtype=np.int64)
-    bprev = np.full(n, -1, dtype=np.int64)
+    bnext = np.full(ncls, -1, dtype=np.int64)
+    bprev = np.full(ncls, -1, dtype=np.int64)
     bcount = np.zeros(NBUCKETS, dtype=np.int64)
-    btop = 0  # no bucket above it holds a flow
+    btop = 0  # no bucket above it holds a class
     now = 0.0
     while True:
         t_next = np.inf
@@ -254,30 +318,34 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
         level = np.inf
         nseed = 0
         while nheap > 0 and hkey[0] <= horizon:
-            f = hflow[0]
-            nheap = _hpop(hkey, hflow, hpos, nheap)
-            if rate[f] < level:
-                level = rate[f]
-            for j in range(lptr[f], lptr[f + 1]):
-                link = lidx[j]
-                _unlink(j, link, head, nxt, prv)
+            c = hflow[0]
+            f = root[c]
+            root[c] = _meld(left[f], right[f], target, left, right)
+            if root[c] >= 0:
+                first[c] = target[root[c]]
+            members[c] -= 1
+            if rate[c] < level:
+                level = rate[c]
+            for j in range(kptr[c], kptr[c + 1]):
+                link = kidx[j]
                 count[link] -= 1
-                used[link] -= rate[f]
+                used[link] -= rate[c]
                 if not seen[link]:
                     seen[link] = True
                     stack[nseed] = link
                     nseed += 1
-            rate[f] = 0.0
-            _unindex(f, bof, bhead, bnext, bprev, bcount)
-            last = act[nact - 1]
-            act[pos[f]] = last
-            pos[last] = pos[f]
-            pos[f] = -1
-            nact -= 1
-            if lat[f] == 0.0:
-                _arrive(f, t_next, finish, cptr, cidx, pending, ready_at, ready, startup)
-            else:
-                heapq.heappush(arrivals, (t_next + lat[f], f))
+            _stop(f, t_next, lat, finish, cptr, cidx, pending, ready_at, ready, startup,
+                  arrivals)
+            if members[c] > 0:  # the next member, at the class's rate until re-solved
+                nheap = _hset(hkey, hflow, hpos, nheap, c,
+                              since[c] + max(0.0, first[c] - served[c]) / rate[c])
+                continue
+            nheap = _hpop(hkey, hflow, hpos, nheap)
+            for j in range(kptr[c], kptr[c + 1]):
+                _unlink(j, kidx[j], head, nxt, prv)
+                entries[kidx[j]] -= 1
+            rate[c] = 0.0
+            _unindex(c, bof, bhead, bnext, bprev, bcount)
         now = t_next
         nnew = 0
         while ((len(arrivals) > 0 and arrivals[0][0] <= horizon)
@@ -288,41 +356,50 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
             while len(ready) > 0 and ready[0][0] <= horizon:
                 when, i = heapq.heappop(ready)
                 start[i] = when
-                if bits[i] > 0 and lptr[i + 1] > lptr[i]:
-                    newf[nnew] = i
-                    nnew += 1
-                elif lat[i] == 0.0:
-                    _arrive(i, when, finish, cptr, cidx, pending, ready_at, ready, startup)
+                c = cls[i]
+                if not (bits[i] > 0 and kptr[c + 1] > kptr[c]):
+                    _stop(i, when, lat, finish, cptr, cidx, pending, ready_at, ready,
+                          startup, arrivals)
+                    continue
+                if members[c] == 0:
+                    served[c] = 0.0
+                    rate[c] = 0.0
+                    for j in range(kptr[c], kptr[c + 1]):
+                        _push(j, kidx[j], head, nxt, prv)
+                        entries[kidx[j]] += 1
                 else:
-                    heapq.heappush(arrivals, (when + lat[i], i))
+                    served[c] += rate[c] * (now - since[c])
+                    for j in range(kptr[c], kptr[c + 1]):
+                        used[kidx[j]] += rate[c]  # the member sends at the class's rate
+                since[c] = now
+                target[i] = served[c] + bits[i]
+                left[i] = -1
+                right[i] = -1
+                root[c] = _meld(root[c], i, target, left, right)
+                first[c] = target[root[c]]
+                members[c] += 1
+                if not fresh[c]:
+                    fresh[c] = True
+                    newc[nnew] = c
+                    nnew += 1
+                for j in range(kptr[c], kptr[c + 1]):
+                    link = kidx[j]
+                    count[link] += 1
+                    if not seen[link]:
+                        seen[link] = True
+                        stack[nseed] = link
+                        nseed += 1
         for b in range(nnew):
-            f = newf[b]
-            rem[f] = bits[f]
-            since[f] = now
-            rate[f] = 0.0
-            fresh[f] = True
-            act[nact] = f
-            pos[f] = nact
-            nact += 1
-            for j in range(lptr[f], lptr[f + 1]):
-                link = lidx[j]
-                _push(j, link, head, nxt, prv)
-                count[link] += 1
-                if not seen[link]:
-                    seen[link] = True
-                    stack[nseed] = link
-                    nseed += 1
-        for b in range(nnew):
-            f = newf[b]
-            for j in range(lptr[f], lptr[f + 1]):
-                s = cap[lidx[j]] / count[lidx[j]]
+            c = newc[b]
+            for j in range(kptr[c], kptr[c + 1]):
+                s = cap[kidx[j]] / count[kidx[j]]
                 if s < level:
                     level = s
         if nseed == 0:
             continue
-        # The flows to re-solve: connected to the touched links through flows that are new
-        # or at least as fast as ``level``; past its budget of link entries the walk stops
-        # and every such flow is taken from the rate index.
+        # The classes to re-solve: connected to the touched links through classes that are
+        # new or at least as fast as ``level``; past its budget of link entries the walk
+        # stops and every such class is taken from the rate index.
         floor = level * (1.0 - LEVEL_RTOL)
         low = _bucket(floor)
         while btop > 0 and bcount[btop] == 0:
@@ -331,9 +408,9 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
         for b in range(low, btop + 1):
             nfast += bcount[b]
         budget = 2 * (nfast + nnew) + WALK_SLACK
-        walked = 0  # link entries visited; at least the seed links' flows, so when those
+        walked = 0  # link entries visited; at least the seed links' classes, so when those
         for b in range(nseed):  # alone are over budget, the walk is skipped
-            walked += count[stack[b]]
+            walked += entries[stack[b]]
         if walked <= budget:
             walked = 0
         nres = 0
@@ -347,12 +424,12 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
             j = head[link]
             while j >= 0:
                 walked += 1
-                f = owner[j]
-                if not chosen[f] and (fresh[f] or rate[f] >= floor):
-                    chosen[f] = True
-                    flows[nres] = f
+                c = owner[j]
+                if not chosen[c] and (fresh[c] or rate[c] >= floor):
+                    chosen[c] = True
+                    flows[nres] = c
                     nres += 1
-                    top = _mark_links(f, lptr, lidx, seen, stack, top)
+                    top = _mark_links(c, kptr, kidx, seen, stack, top)
                 j = nxt[j]
         if walked > budget:
             while top > 0:  # links pushed but not visited: still marked
@@ -363,20 +440,20 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
                 chosen[flows[a]] = False
             nres = 0
             for b in range(nnew):
-                f = newf[b]
-                chosen[f] = True
-                flows[nres] = f
+                c = newc[b]
+                chosen[c] = True
+                flows[nres] = c
                 nres += 1
             for b in range(low, btop + 1):
-                f = bhead[b]
-                while f >= 0:
-                    if rate[f] >= floor and not chosen[f]:
-                        chosen[f] = True
-                        flows[nres] = f
+                c = bhead[b]
+                while c >= 0:
+                    if rate[c] >= floor and not chosen[c]:
+                        chosen[c] = True
+                        flows[nres] = c
                         nres += 1
-                    f = bnext[f]
+                    c = bnext[c]
             for a in range(nres):
-                ntouched = _mark_links(flows[a], lptr, lidx, seen, touched, ntouched)
+                ntouched = _mark_links(flows[a], kptr, kidx, seen, touched, ntouched)
         for t in range(ntouched):
             link = touched[t]
             seen[link] = False
@@ -385,47 +462,50 @@ def run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending0, startup):
         if nres == 0:
             continue
         for a in range(nres):
-            f = flows[a]
-            old[f] = rate[f]
-            for j in range(lptr[f], lptr[f + 1]):
-                spare[lidx[j]] += rate[f]
-                mine[lidx[j]] += 1
+            c = flows[a]
+            old[c] = rate[c]
+            for j in range(kptr[c], kptr[c + 1]):
+                spare[kidx[j]] += rate[c] * members[c]
+                mine[kidx[j]] += 1
         for t in range(ntouched):
             link = touched[t]
-            if mine[link] == count[link]:
+            if mine[link] == entries[link]:
                 spare[link] = cap[link]  # the group is alone there: no drift from ``used``
             else:
                 spare[link] = max(0.0, cap[link] - used[link] + spare[link])
-        _solve(flows, nres, lptr, lidx, spare, cnt, rate, share, touched, ntouched, fmin)
+        _solve(flows, nres, kptr, kidx, members, spare, cnt, rate, share, touched, ntouched,
+               fmin)
         for a in range(nres):
-            f = flows[a]
-            chosen[f] = False
-            delta = rate[f] - old[f]
-            if delta == 0.0 and not fresh[f]:
+            c = flows[a]
+            chosen[c] = False
+            delta = rate[c] - old[c]
+            if delta == 0.0 and not fresh[c]:
                 continue
-            fresh[f] = False
-            rem[f] = max(0.0, rem[f] - old[f] * (now - since[f]))
-            since[f] = now
-            for j in range(lptr[f], lptr[f + 1]):
-                used[lidx[j]] += delta
-            if _bucket(rate[f]) != bof[f]:
-                _unindex(f, bof, bhead, bnext, bprev, bcount)
-                btop = max(btop, _index(f, rate[f], bof, bhead, bnext, bprev, bcount))
-            nheap = _hset(hkey, hflow, hpos, nheap, f, now + rem[f] / rate[f])
+            fresh[c] = False
+            served[c] += old[c] * (now - since[c])
+            since[c] = now
+            for j in range(kptr[c], kptr[c + 1]):
+                used[kidx[j]] += delta * members[c]
+            if _bucket(rate[c]) != bof[c]:
+                _unindex(c, bof, bhead, bnext, bprev, bcount)
+                btop = max(btop, _index(c, rate[c], bof, bhead, bnext, bprev, bcount))
+            nheap = _hset(hkey, hflow, hpos, nheap, c,
+                          now + max(0.0, first[c] - served[c]) / rate[c])
     return start, finish
 
 
 @njit(cache=True)
-def _solve(flows, nres, lptr, lidx, spare, cnt, rate, share, touched, ntouched, fmin):
-    """Max-min rates of ``flows[:nres]`` on ``spare`` (progressive filling: each round
-    freezes, at their fair share, the flows of every link whose share is no larger than the
-    shares of all other links its flows cross; ``spare`` is used up)."""
+def _solve(flows, nres, lptr, lidx, weight, spare, cnt, rate, share, touched, ntouched, fmin):
+    """Max-min rates of ``flows[:nres]``, flow ``f`` standing for ``weight[f]`` flows of the
+    same links, on ``spare`` (progressive filling: each round freezes, at their fair share,
+    the flows of every link whose share is no larger than the shares of all other links its
+    flows cross; ``spare`` is used up)."""
     for t in range(ntouched):
         cnt[touched[t]] = 0
     for a in range(nres):
         f = flows[a]
         for j in range(lptr[f], lptr[f + 1]):
-            cnt[lidx[j]] += 1
+            cnt[lidx[j]] += weight[f]
     open_f = flows[:nres].copy()
     open_n = nres
     blocked = np.zeros(spare.shape[0], dtype=np.bool_)
@@ -472,8 +552,8 @@ def _solve(flows, nres, lptr, lidx, spare, cnt, rate, share, touched, ntouched, 
                 rate[f] = fmin[f]
                 for j in range(lptr[f], lptr[f + 1]):
                     link = lidx[j]
-                    cnt[link] -= 1
-                    spare[link] -= fmin[f]
+                    cnt[link] -= weight[f]
+                    spare[link] -= fmin[f] * weight[f]
             else:
                 open_f[kept] = f
                 kept += 1
@@ -502,11 +582,11 @@ def group_by_parent(parent, child, n):
     return cptr, cidx
 
 
-def simulate_arrays(bits: np.ndarray, lat: np.ndarray, lptr: np.ndarray, lidx: np.ndarray,
-                    cap: np.ndarray, cptr: np.ndarray, cidx: np.ndarray, pending: np.ndarray,
-                    startup_s: float) -> tuple[np.ndarray, np.ndarray]:
+def simulate_arrays(bits: np.ndarray, lat: np.ndarray, cls: np.ndarray, kptr: np.ndarray,
+                    kidx: np.ndarray, cap: np.ndarray, cptr: np.ndarray, cidx: np.ndarray,
+                    pending: np.ndarray, startup_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Run the compiled event loop; see ``run_events``."""
-    return run_events(bits, lat, lptr, lidx, cap, cptr, cidx, pending, float(startup_s))
+    return run_events(bits, lat, cls, kptr, kidx, cap, cptr, cidx, pending, float(startup_s))
 
 
 __all__ = ["group_by_parent", "simulate_arrays"]

@@ -17,7 +17,8 @@ others are re-solved on the capacity it leaves. In all-to-all traffic the flows 
 are the fastest, so (ii) leaves most flows alone even when (i) spans the whole network.
 
 Engines, all exact and equal to float round-off: ``simulator.compiled``, the event loop
-compiled with numba on flat arrays, runs whenever numba imports (``ENGINE = "auto"``). The two
+compiled with numba on flat arrays, with the flows of one path kept as one class (they share
+one rate), runs whenever numba imports (``ENGINE = "auto"``). The two
 pure-Python engines here are the reference it is tested against and the fallback without
 numba: the incremental one walks per-link flow sets and re-projects only the flows whose rate
 changed, kept in a heap (cost per event follows the component: rings, trees, pipelines); the
@@ -457,18 +458,19 @@ def _compiled(schedule: Schedule, row_of: list[int], rows: list[tuple[int, ...]]
         child, parent = pairs // count, pairs % count
     pending = np.bincount(child, minlength=count).astype(np.int64)
     cptr, cidx = compiled.group_by_parent(parent, child, count)
-    lens = np.array([len(links) for links in rows], dtype=np.int64)[row_of]
-    lptr = np.zeros(count + 1, dtype=np.int64)
-    lptr[1:] = np.cumsum(lens)
-    lidx = np.fromiter(itertools.chain.from_iterable(rows[r] for r in row_of),
-                       dtype=np.int64, count=int(lptr[-1]))
+    cls = np.asarray(row_of, dtype=np.int64)
+    widths = np.array([len(links) for links in rows], dtype=np.int64)
+    kptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    kptr[1:] = np.cumsum(widths)
+    kidx = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
+                       count=int(kptr[-1]))
     per = 8 * DTYPES[schedule.dtype]
     bits = np.fromiter((t.count for t in transfers), dtype=np.float64, count=count) * per
-    latency = lens * hop_latency_s
+    latency = widths[cls] * hop_latency_s
     if extra_latency is not None:
         latency = latency + np.asarray(extra_latency, dtype=np.float64)
-    start, finish = compiled.simulate_arrays(bits, latency, lptr, lidx,
-                                             cap[:-1].copy(), cptr, cidx, pending, startup_s)
+    start, finish = compiled.simulate_arrays(bits, latency, cls, kptr, kidx, cap[:-1].copy(),
+                                             cptr, cidx, pending, startup_s)
     return start.tolist(), finish.tolist()
 
 
