@@ -124,20 +124,22 @@ class _Network:
             ids.append(e)
         self.rows, self.cols = np.array(rows), np.array(cols)
         self.link_of = np.array(ids)
-        self.edge_at = {(r, c): e for r, c, e in zip(rows, cols, ids)}
         self.size = len(self.names)
+        edge_at = np.full((self.size, self.size), -1, dtype=np.int64)
+        edge_at[self.rows, self.cols] = ids
+        self.edge_at: list[list[int]] = edge_at.tolist()  # (node, node) -> link id
 
-    def paths(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def paths(self, price: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
         """Cheapest paths from every server's sending copy under ``price`` per link (a hop
         costs a little too, so free links still give short paths): (cost matrix servers x
-        servers, predecessor matrix)."""
+        servers, predecessors: row per server, entry per node)."""
         hop = max(float(price.max()), 1.0) * 1e-9
         weight = price[self.link_of] + hop
         matrix = csr_matrix((weight, (self.rows, self.cols)), shape=(self.size, self.size))
         senders = [self.sender[v] for v in self.servers]
         dist, pred = dijkstra(matrix, indices=senders, return_predecessors=True)
         receivers = [self.index[v] for v in self.servers]
-        return dist[:, receivers], pred
+        return dist[:, receivers], pred.tolist()
 
     def hops(self) -> np.ndarray:
         """Links on the shortest allowed path between every two servers (servers x servers)."""
@@ -149,14 +151,15 @@ class _Network:
         np.fill_diagonal(dist, 0.0)
         return dist
 
-    def path(self, pred: np.ndarray, src: int, dst: str) -> list[int]:
-        """Link ids of the cheapest path from server number ``src`` to ``dst``."""
+    def path(self, pred: list[list[int]], src: int, dst: str) -> list[int]:
+        """Link ids of the cheapest path from server number ``src`` to ``dst`` (``pred``: as
+        ``paths`` gives it)."""
         out, node = [], self.index[dst]
         start = self.sender[self.servers[src]]
+        back = pred[src]
         while node != start:
-            back = int(pred[src, node])
-            out.append(self.edge_at[(back, node)])
-            node = back
+            out.append(self.edge_at[back[node]][node])
+            node = back[node]
         return out[::-1]
 
 
@@ -218,7 +221,7 @@ def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:
     return result
 
 
-def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: np.ndarray,
+def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: list[list[int]],
                    level: np.ndarray | None = None, slack: int = 0
                    ) -> dict[str, tuple[str, list[int]]]:
     """The minimum-cost arborescence over the servers rooted at server number ``root``, each
@@ -236,8 +239,8 @@ def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: np.ndarray,
     else:
         allowed = np.where(level[:, None] < level[None, :] + slack, cost, np.inf)
         parent = min_arborescence(allowed, root)
-    return {names[v]: (names[p], net.path(pred, int(p), names[v]))
-            for v, p in enumerate(parent) if p >= 0}
+    return {names[v]: (names[p], net.path(pred, p, names[v]))
+            for v, p in enumerate(parent.tolist()) if p >= 0}
 
 
 def _as_tree(net: _Network, links: dict[str, tuple[str, list[int]]]) -> Tree:
