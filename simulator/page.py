@@ -269,8 +269,27 @@ def makespan_records(doc: dict) -> list[dict[str, Any]]:
 
 # The page. ------------------------------------------------------------------------------
 
+def tables(doc: dict) -> dict[str, list[dict[str, Any]]]:
+    """The charts' data, each table computed once, by the name the charts use."""
+    return {"makespans": makespan_records(doc),
+            "bounds": [{"what": "lower bound", "seconds": doc["lower_bound_s"]},
+                       {"what": "packing optimum", "seconds": doc["optimum_s"]}],
+            "links": link_records(doc), "nodes": doc["network"]["nodes"],
+            "busiest": busiest_records(doc), "servers": server_records(doc)}
+
+
+def spec(doc: dict) -> dict[str, Any]:
+    """The page's Vega-Lite specification: ``chart(doc)`` with the ``tables(doc)`` as its
+    named datasets (added after Altair has built the spec: it would otherwise walk and copy
+    every record, seconds for a run of a few thousand transfers)."""
+    out = chart(doc).to_dict()
+    out.setdefault("datasets", {}).update(tables(doc))
+    return out
+
+
 def chart(doc: dict):
-    """The page's charts as one Altair chart, with the scheduler and source selectors."""
+    """The page's charts as one Altair chart, with the scheduler and source selectors; its
+    data are the named datasets of ``tables`` (``spec`` adds them)."""
     import altair as alt
 
     names = [row["scheduler"] for row in doc["schedulers"]]
@@ -285,7 +304,7 @@ def chart(doc: dict):
     colours = alt.Scale(domain=list(SOURCES), range=["#f58518", "#4c78a8"])
     width = 900
 
-    bars = alt.Chart(alt.Data(values=makespan_records(doc))).mark_bar().encode(
+    bars = alt.Chart(alt.Data(name="makespans")).mark_bar().encode(
         x=alt.X("scheduler:N", sort=names, title=None),
         xOffset=alt.XOffset("source:N", sort=list(SOURCES)),
         y=alt.Y("seconds:Q", title="AllReduce completion (s)"),
@@ -294,13 +313,11 @@ def chart(doc: dict):
                               alt.value(0.35)),
         tooltip=["scheduler:N", "source:N", "seconds:Q"],
     ).properties(width=width, height=180, title="Completion time", name="makespans")
-    bound = alt.Chart(alt.Data(values=[
-        {"what": "lower bound", "seconds": doc["lower_bound_s"]},
-        {"what": "packing optimum", "seconds": doc["optimum_s"]}])).mark_rule(
+    bound = alt.Chart(alt.Data(name="bounds")).mark_rule(
         strokeDash=[4, 3], color="#555").encode(y="seconds:Q", tooltip=["what:N", "seconds:Q"])
 
     pos = alt.Scale(domain=[-0.04, 1.04])
-    links = alt.Chart(alt.Data(values=link_records(doc))).transform_filter(
+    links = alt.Chart(alt.Data(name="links")).transform_filter(
         (alt.datum.scheduler == scheduler) & (alt.datum.source == source)).mark_rule(
         strokeWidth=3).encode(
         x=alt.X("x:Q", scale=pos, axis=None), y=alt.Y("y:Q", scale=pos, axis=None),
@@ -310,7 +327,7 @@ def chart(doc: dict):
                  alt.Tooltip("ab:N", title="load"), alt.Tooltip("ba:N", title="load")]
     ).properties(name="map_links")
     nodes = doc["network"]["nodes"]
-    dots = alt.Chart(alt.Data(values=nodes)).mark_point(filled=True, size=90,
+    dots = alt.Chart(alt.Data(name="nodes")).mark_point(filled=True, size=90,
                                                          opacity=1).encode(
         x=alt.X("x:Q", scale=pos), y=alt.Y("y:Q", scale=pos),
         shape=alt.Shape("role:N", scale=alt.Scale(domain=["server", "switch"],
@@ -320,7 +337,7 @@ def chart(doc: dict):
         tooltip=["name:N", "role:N"]).properties(name="map_nodes")
     layers = [links, dots]
     if sum(1 for n in nodes if n["role"] == "server") <= 64:
-        layers.append(alt.Chart(alt.Data(values=nodes)).mark_text(
+        layers.append(alt.Chart(alt.Data(name="nodes")).mark_text(
             dy=-11, fontSize=9, color="#333").encode(x=alt.X("x:Q", scale=pos),
                                                       y=alt.Y("y:Q", scale=pos), text="name:N"))
     topo = alt.layer(*layers).properties(
@@ -330,7 +347,7 @@ def chart(doc: dict):
                                  "direction; hover a link for both"))
 
     time_x = alt.X("t0:Q", title="seconds after the start", scale=alt.Scale(nice=False))
-    busy = alt.Chart(alt.Data(values=busiest_records(doc))).transform_filter(
+    busy = alt.Chart(alt.Data(name="busiest")).transform_filter(
         alt.datum.scheduler == scheduler).transform_flatten(["t0", "t1", "u"]).mark_rect(
     ).encode(
         x=time_x, x2="t1:Q",
@@ -343,7 +360,7 @@ def chart(doc: dict):
                  title=f"The {BUSIEST} busiest directed links over time")
 
     def servers(direction: str):
-        return alt.Chart(alt.Data(values=server_records(doc))).transform_filter(
+        return alt.Chart(alt.Data(name="servers")).transform_filter(
             (alt.datum.scheduler == scheduler) & (alt.datum.direction == direction)
         ).transform_flatten(["t0", "t1", "n"]).mark_rect().encode(
             x=time_x, x2="t1:Q", y=alt.Y("server:N", title=None, sort=None),
@@ -421,7 +438,7 @@ def build(doc: dict) -> str:
     """The report page of the results document ``doc`` (checked first), as one HTML
     string with its JavaScript and data inlined."""
     check(doc)
-    spec = chart(doc).to_dict()
+    vega = spec(doc)
     bundle = _bundle()
     what = "emulated and simulated" if doc["source"] == "emulation" else "simulated"
     title = f"{doc['name']}: AllReduce of {doc['size_bytes'] / 1e6:g} MB ({doc['dtype']})"
@@ -436,7 +453,7 @@ def build(doc: dict) -> str:
             run["budget_transfers_per_s"] = round(doc["budget"]["budget_transfers_per_s"])
     conditions = {k: v for k, v in (doc.get("conditions") or {}).items() if v}
     # "</" inside a string would end the script element early
-    data = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+    data = json.dumps(vega, separators=(",", ":")).replace("</", "<\\/")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{html.escape(title)}</title>

@@ -54,3 +54,31 @@ def test_a_footnote_names_the_calibration_factors():
     text = table([_row("ring", 300.0)], notes=[note])
     assert text.splitlines()[-1] == note
     assert len(table([_row("ring", 300.0)]).splitlines()) == 3  # no notes, no line
+
+
+def test_the_plots_draw_every_transfer_of_both_sources(tmp_path, monkeypatch):
+    import json
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    from emulation.report import plot
+
+    doc = json.loads((Path(__file__).parents[1] / "simulator" / "data"
+                      / "bcube21-emulated.json").read_text())
+    drawn = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
+    files = plot(tmp_path, doc["schedulers"], doc["name"])
+    assert [f.name for f in files] == ["makespan.png"] + [
+        f"timeline-{r['scheduler']}.png" for r in doc["schedulers"]]
+    assert all(f.stat().st_size > 1000 for f in files)
+    for fig, row in zip(drawn[1:], doc["schedulers"]):
+        (segments,) = fig.axes[0].collections
+        ends = [tuple(map(tuple, s)) for s in segments.get_segments()]
+        ids = sorted(int(k) for k in row["emulated"]["start_s"])
+        assert len(ends) == 2 * len(ids) == 2 * row["transfers"]
+        sim, emu = row["simulated"], row["emulated"]
+        first = str(ids[0])
+        assert ends[0] == ((sim["start_s"][first], -0.15), (sim["finish_s"][first], -0.15))
+        assert ends[1] == ((emu["start_s"][first], 0.15), (emu["finish_s"][first], 0.15))

@@ -115,6 +115,26 @@ def test_the_page_is_self_contained_and_drawn_from_the_document_alone(doc):
     assert doc["command"] in html
 
 
+def test_every_chart_reads_a_dataset_the_spec_carries(doc):
+    vega = page.spec(doc)
+
+    def names(node):
+        if isinstance(node, dict):
+            data = node.get("data")
+            if isinstance(data, dict) and "name" in data:
+                yield data["name"]
+            for value in node.values():
+                yield from names(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from names(value)
+
+    used = set(names(vega))
+    assert used == set(page.tables(doc)) <= set(vega["datasets"])
+    assert vega["datasets"]["makespans"] == page.makespan_records(doc)
+    assert vega["datasets"]["servers"] == page.server_records(doc)
+
+
 def test_markup_in_the_document_cannot_end_a_script(doc):
     doc["command"] = "run </script><script>alert(1)</script>"
     doc["schedulers"][0]["scheduler"] = "x</script><b>"
