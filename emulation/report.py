@@ -163,8 +163,8 @@ def plot(out: Path, rows: list[dict[str, Any]], title: str) -> list[Path]:
         fig, ax = plt.subplots(figsize=(7.0, 3.8))
         ids = sorted(int(k) for k in r["emulated"]["start_s"])
         sim, emu = r["simulated"], r["emulated"]
-        # one collection of segments, simulated and emulated interleaved by transfer (one
-        # line artist per transfer would take seconds per thousand transfers)
+        # one collection of segments, simulated and emulated interleaved by transfer (as
+        # many line artists as transfers draw slowly on large schedules)
         ax.add_collection(LineCollection(
             [[(result["start_s"][str(t)], y + dy), (result["finish_s"][str(t)], y + dy)]
              for y, t in enumerate(ids) for result, dy in ((sim, -0.15), (emu, 0.15))],

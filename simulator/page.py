@@ -280,8 +280,8 @@ def tables(doc: dict) -> dict[str, list[dict[str, Any]]]:
 
 def spec(doc: dict) -> dict[str, Any]:
     """The page's Vega-Lite specification: ``chart(doc)`` with the ``tables(doc)`` as its
-    named datasets (added after Altair has built the spec: it would otherwise walk and copy
-    every record, seconds for a run of a few thousand transfers)."""
+    named datasets, added after Altair has built the spec (Altair would otherwise walk and
+    copy every record of every table)."""
     out = chart(doc).to_dict()
     out.setdefault("datasets", {}).update(tables(doc))
     return out
