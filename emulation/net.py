@@ -255,6 +255,11 @@ class EmulatedNetwork:
             except RuntimeError as exc:
                 raise EmulationError(str(exc)) from None
             self._relays.append(ovs.ControlRelay(instance.control_socket, self.of_port))
+        if self.datapath == "user":
+            try:
+                ovs.prime(self.state.run_id, self.instances)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                raise EmulationError(f"preparing Open vSwitch's datapath: {exc}") from None
         self.timings["ovs_instances_s"] = time.monotonic() - t0
         self._start_controller()
         self._build(links)

@@ -99,3 +99,26 @@ def test_help_names_the_flag(capsys):
         main(["--help"])
     assert "--ovs-instances" in capsys.readouterr().out
     assert Path(ovs.SCHEMA).name == "vswitch.ovsschema"
+
+
+def test_priming_adds_then_deletes_a_marked_bridge_on_every_instance(tmp_path, monkeypatch):
+    import subprocess
+
+    from emulation import netstate
+
+    extra = ovs.Instance(1, tmp_path)
+    ran = []
+
+    def run(argv, **kwargs):
+        ran.append(argv)
+        failed = len(ran) == 4 and "del-br" in argv
+        return subprocess.CompletedProcess(argv, 1 if failed else 0, "", "no db")
+
+    monkeypatch.setattr(ovs.subprocess, "run", run)
+    with pytest.raises(RuntimeError, match="del-br artb-prime.*no db"):
+        ovs.prime("r7", [extra])
+    assert [a[0] for a in ran] == ["ovs-vsctl"] * 4
+    assert [("add-br" in a, f"--db={extra.db}" in a) for a in ran] == [
+        (True, False), (False, False), (True, True), (False, True)]
+    assert f"external-ids:{netstate.MARK}=r7" in ran[0]  # clean() finds it after a crash
+    assert len(ovs.PRIME_BRIDGE) <= 15

@@ -55,6 +55,10 @@ def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path):
                                      capture_output=True, text=True).stdout
             assert "rate 10Mbit" in classes, intf
         assert net.ping_all()["loss_pct"] == 0.0
+        # each instance's datapath was primed, and the priming bridge is gone
+        for argv in (["ovs-vsctl", "list-br"], extra.vsctl("list-br")):
+            listed = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+            assert ovs.PRIME_BRIDGE not in listed.split()
         run = net.run(schedule, tmp_path / "workers")
         assert run.verified and run.sums_verified and run.route_proof["ok"]
         # the moved ports' counters are read too: every hop of every transfer was counted
