@@ -259,9 +259,9 @@ PRIME_BRIDGE = "artb-prime"
 
 def prime_commands(run_id: str, instances: list[Instance]) -> list[list[str]]:
     """What ``prime`` runs: on the system instance, then on each of ``instances``, add an
-    empty userspace bridge carrying the run's mark (so ``netstate.clean`` finds it if the
-    run dies before the next command; ovs-vsctl waits until ovs-vswitchd has made it), then
-    delete it.
+    empty userspace bridge carrying the run's mark (ovs-vsctl waits until ovs-vswitchd has
+    made it), then delete it. Should the run die in between, ``netstate.clean`` finds the
+    system instance's bridge by its mark; an extra instance's goes with ``Instance.stop``.
 
     >>> cmds = prime_commands("r1", [Instance(1, Path("/s"))])
     >>> cmds[0]  # doctest: +NORMALIZE_WHITESPACE
@@ -283,10 +283,10 @@ def prime_commands(run_id: str, instances: list[Instance]) -> list[list[str]]:
 
 def prime(run_id: str, instances: list[Instance]) -> None:
     """Give the system instance and each of ``instances`` a userspace datapath that has come
-    and gone (``prime_commands``) before an emulated network is built. An ovs-vswitchd's
-    first userspace datapath forwards the packets of idle links late, by milliseconds per
-    hop, for as long as it lives; the datapaths made after it do not (OVS 3.1 here;
-    docs/emulation.md has the measurement). RuntimeError naming a failed command."""
+    and gone (``prime_commands``) before an emulated network is built: an ovs-vswitchd's
+    first userspace datapath forwards the packets of idle links late for as long as it
+    lives, the datapaths made after it do not (docs/emulation.md, section 1). RuntimeError
+    naming a failed command."""
     for argv in prime_commands(run_id, instances):
         out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         if out.returncode != 0:

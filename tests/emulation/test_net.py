@@ -124,6 +124,23 @@ def test_failed_start_leaves_nothing(tmp_path, monkeypatch):
     net.stop()  # idempotent
 
 
+def test_a_failed_priming_is_an_emulation_error_and_leaves_nothing(tmp_path, monkeypatch):
+    from emulation import ovs
+    from emulation.plan import EmulationError
+
+    def broken(run_id, instances):
+        raise RuntimeError("`ovs-vsctl add-br artb-prime` failed: injected")
+
+    monkeypatch.setattr(ovs, "prime", broken)
+    net = network(tp.make_graph("bcube", n=2, k=1), tmp_path)
+    with pytest.raises(EmulationError, match="preparing Open vSwitch's datapath: .*injected"):
+        with net:
+            pass
+    assert net.controller is None and net.net is None
+    assert not net.state.path.exists()
+    assert net.state.run_id not in netstate.marked_bridges().values()
+
+
 def test_one_network_at_a_time(tmp_path):
     other = netstate.NetworkLock()
     other.acquire("someone-else", timeout_s=5)

@@ -120,5 +120,6 @@ def test_priming_adds_then_deletes_a_marked_bridge_on_every_instance(tmp_path, m
     assert [a[0] for a in ran] == ["ovs-vsctl"] * 4
     assert [("add-br" in a, f"--db={extra.db}" in a) for a in ran] == [
         (True, False), (False, False), (True, True), (False, True)]
-    assert f"external-ids:{netstate.MARK}=r7" in ran[0]  # clean() finds it after a crash
+    # netstate.clean() finds the system instance's bridge by its mark after a crash
+    assert f"external-ids:{netstate.MARK}=r7" in ran[0]
     assert len(ovs.PRIME_BRIDGE) <= 15

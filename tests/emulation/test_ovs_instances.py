@@ -32,11 +32,19 @@ def in_netns(netns: str, intf: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path):
+def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path, monkeypatch):
     graph = tp.make_graph("bcube", n=2, k=1)
     schedule = build("ring", graph, 200_000, "float32")
     net = EmulatedNetwork(graph, tmp_path / "net", ovs_instances=2)
+    primed, prime = [], ovs.prime
+    monkeypatch.setattr(ovs, "prime", lambda run_id, instances: (
+        primed.append((run_id, list(instances), netstate.marked_bridges())),
+        prime(run_id, instances)))
     with net:
+        # primed once, on both instances, before any bridge of the network existed
+        assert [(r, [i.index for i in inst]) for r, inst, _ in primed] == [
+            (net.state.run_id, [1])]
+        assert net.state.run_id not in primed[0][2].values()
         extra = net.instances[0]
         pids = extra.pids()
         assert len(pids) == 2 and all(netstate.cmdline(p) for p in pids)
@@ -55,7 +63,7 @@ def test_two_instances_run_a_schedule_and_leave_nothing(tmp_path):
                                      capture_output=True, text=True).stdout
             assert "rate 10Mbit" in classes, intf
         assert net.ping_all()["loss_pct"] == 0.0
-        # each instance's datapath was primed, and the priming bridge is gone
+        # the priming bridge is gone from both instances
         for argv in (["ovs-vsctl", "list-br"], extra.vsctl("list-br")):
             listed = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
             assert ovs.PRIME_BRIDGE not in listed.split()

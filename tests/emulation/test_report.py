@@ -60,6 +60,7 @@ def test_the_plots_draw_every_transfer_of_both_sources(tmp_path, monkeypatch):
     import json
     from pathlib import Path
 
+    import matplotlib.colors
     import matplotlib.pyplot as plt
 
     from emulation.report import plot
@@ -82,3 +83,10 @@ def test_the_plots_draw_every_transfer_of_both_sources(tmp_path, monkeypatch):
         first = str(ids[0])
         assert ends[0] == ((sim["start_s"][first], -0.15), (sim["finish_s"][first], -0.15))
         assert ends[1] == ((emu["start_s"][first], 0.15), (emu["finish_s"][first], 0.15))
+        colours = [tuple(c) for c in segments.get_colors()]
+        assert colours[0::2] == [colours[0]] * len(ids) != colours[1::2] == [colours[1]] * len(ids)
+        assert colours[0] == matplotlib.colors.to_rgba("#4c78a8")  # simulated: blue
+        left, right = fig.axes[0].get_xlim()
+        assert left <= 0.0 and right >= max(max(sim["finish_s"].values()),
+                                            max(emu["finish_s"].values()))
+        assert fig.axes[0].get_ylim()[1] >= len(ids) - 1
