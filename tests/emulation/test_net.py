@@ -17,8 +17,9 @@ import topology as tp
 from controller import rules
 from controller.client import ControllerError
 from controller.proof import verify_routes
-from emulation import netstate
+from emulation import netstate, ovs
 from emulation.net import EmulatedNetwork, clean, plan_links
+from emulation.plan import EmulationError
 from traffic.schedule import Route
 
 pytestmark = pytest.mark.emulation
@@ -109,36 +110,31 @@ def test_pinned_tcp_transfer_uses_its_path_only(tmp_path):
     assert not [b for b, run in netstate.marked_bridges().items()]
 
 
-def test_failed_start_leaves_nothing(tmp_path, monkeypatch):
-    def broken(self, links):
-        raise RuntimeError("injected failure after the bridges exist")
+def _broken_shaping(self, links):
+    raise RuntimeError("injected failure after the bridges exist")
 
-    monkeypatch.setattr(EmulatedNetwork, "_shape_switch_ports", broken)
+
+def _broken_priming(run_id, instances):
+    raise RuntimeError("`ovs-vsctl add-br artb-prime` failed: injected")
+
+
+@pytest.mark.parametrize("owner, name, broken, error, message", [
+    (EmulatedNetwork, "_shape_switch_ports", _broken_shaping, RuntimeError, "injected"),
+    # a failed priming (emulation.ovs.prime) is an EmulationError naming the command
+    (ovs, "prime", _broken_priming, EmulationError,
+     "preparing Open vSwitch's datapath: .*injected"),
+])
+def test_failed_start_leaves_nothing(tmp_path, monkeypatch, owner, name, broken, error,
+                                     message):
+    monkeypatch.setattr(owner, name, broken)
     net = network(tp.make_graph("bcube", n=2, k=1), tmp_path)
-    with pytest.raises(RuntimeError, match="injected"):
+    with pytest.raises(error, match=message):
         with net:
             pass
     assert net.controller is None and net.net is None
     assert not net.state.path.exists()
     assert net.state.run_id not in netstate.marked_bridges().values()
     net.stop()  # idempotent
-
-
-def test_a_failed_priming_is_an_emulation_error_and_leaves_nothing(tmp_path, monkeypatch):
-    from emulation import ovs
-    from emulation.plan import EmulationError
-
-    def broken(run_id, instances):
-        raise RuntimeError("`ovs-vsctl add-br artb-prime` failed: injected")
-
-    monkeypatch.setattr(ovs, "prime", broken)
-    net = network(tp.make_graph("bcube", n=2, k=1), tmp_path)
-    with pytest.raises(EmulationError, match="preparing Open vSwitch's datapath: .*injected"):
-        with net:
-            pass
-    assert net.controller is None and net.net is None
-    assert not net.state.path.exists()
-    assert net.state.run_id not in netstate.marked_bridges().values()
 
 
 def test_one_network_at_a_time(tmp_path):
