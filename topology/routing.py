@@ -57,8 +57,8 @@ def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
     Ties are broken by node names so the result does not depend on insertion order. Where
     servers do not relay and both ends hang off one switch each, every path is the two ends
     around a path between their switches, so the search runs between the switches
-    (``cache``: a dict that keeps those searches, for callers asking about many pairs of one
-    graph)."""
+    (``cache``: a dict that keeps those searches, and the hops to each destination where the
+    whole graph is searched, for callers asking about many pairs of one graph)."""
     if not relays(graph) and src != dst:
         a, b = _sole_switch(graph, src), _sole_switch(graph, dst)
         if a is not None and b is not None:
@@ -71,22 +71,34 @@ def shortest_paths(graph: nx.Graph, src: str, dst: str, k: int,
                 if cache is not None:
                     cache[key] = core
             return [[src, *p, dst] for p in core]
-    return _by_length(_relay_graph(graph, src, dst), src, dst, k)
+    searched = _relay_graph(graph, src, dst)
+    if cache is None or searched is not graph:
+        return _by_length(searched, src, dst, k)
+    # The whole graph is searched for every pair: its hops to dst and sorted neighbours are
+    # kept for the next pair.
+    dist = cache.get(("hops to", dst))
+    if dist is None:
+        dist = cache[("hops to", dst)] = nx.single_source_shortest_path_length(graph, dst)
+    return _by_length(graph, src, dst, k, dist, cache.setdefault("neighbours", {}))
 
 
-def _by_length(searched: nx.Graph, src: str, dst: str, k: int) -> list[list[str]]:
+def _by_length(searched: nx.Graph, src: str, dst: str, k: int, dist: dict | None = None,
+               adj: dict | None = None) -> list[list[str]]:
     """The k first of the loop-free paths from src to dst, by length, then by node names:
     every path of each length, shortest length first, until k are found, whole length
     classes sorted. By a depth-first search per length that only steps to nodes from which
     dst is still reachable in the hops left; where that search takes more than
     ``SEARCH_STEPS`` steps per node in all (few paths, many dead ends), by Yen's algorithm
-    (networkx), which gives the same paths."""
+    (networkx), which gives the same paths. ``dist`` (hops to dst) and ``adj`` (sorted
+    neighbours, filled on use): computed here when not given."""
     if src not in searched or dst not in searched:
         raise nx.NodeNotFound(f"{src if src not in searched else dst} is not in the graph")
-    dist = nx.single_source_shortest_path_length(searched, dst)
+    if dist is None:
+        dist = nx.single_source_shortest_path_length(searched, dst)
     if src not in dist:
         raise nx.NetworkXNoPath(f"no path from {src} to {dst}")
-    adj: dict[str, list[str]] = {}
+    if adj is None:
+        adj = {}
     out: list[list[str]] = []
     steps = [SEARCH_STEPS * searched.number_of_nodes()]
     for length in range(dist[src], searched.number_of_nodes()):

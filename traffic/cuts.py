@@ -1,7 +1,7 @@
 """The optimal AllGather rate of a graph, from its cuts: the number that tree packings reach.
 
-Pure: standard library and networkx; ``overlap_rate`` also numpy, scipy's LP and
-``traffic.maxflow`` (numba). ``traffic.packing`` builds the trees that reach it;
+Pure: standard library, networkx, numpy and ``traffic.maxflow`` (numba); ``overlap_rate``
+also scipy's LP. ``traffic.packing`` builds the trees that reach it;
 ``simulator.bounds.packing_bound`` turns ``tree_allreduce_rate`` into seconds.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import networkx as nx
-from networkx.algorithms.flow import build_residual_network, preflow_push
 
 from topology.links import link_rate_mbps
 from topology.routing import servers as servers_by_rank
@@ -47,14 +46,20 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
     x* = min over node sets S holding some but not all servers of B+(S) / |S ∩ servers|,
     B+(S) the capacity leaving S: every shard that starts in S must leave it once, and by
     Edmonds' branching theorem (with switches split off, see ``traffic.packing``) a packing
-    of broadcast trees reaches it. Found by a Dinkelbach iteration on max-flow: with a source
-    feeding every server at rate x, x is feasible iff every server t receives x * N; a cut
-    that falls short names a tighter S. Returns (x*, S); S holds the servers on the slow
-    side (for a uniform network, every server but one).
+    of broadcast trees reaches it. Found by a Dinkelbach iteration on max-flow
+    (``traffic.maxflow``, in integer units: ``PACKING_UNITS``, ``PACKING_RTOL``): with a
+    source feeding every server at rate x, x is feasible iff every server t receives x * N;
+    a cut that falls short names a tighter S, and x becomes its exact ratio. Returns
+    (x*, S); S holds the servers on the slow side (for a uniform network, every server but
+    one).
 
     Servers that do not relay in the network (Jellyfish) still receive and re-send whole
     messages, as every ring does, so the relay rule changes paths, not this rate.
     """
+    import numpy as np  # numpy and the compiled max-flow: on use
+
+    from traffic.maxflow import Network
+
     names = servers_by_rank(graph)
     if len(names) < 2:
         raise ValueError("the packing rate needs at least two servers")
@@ -64,30 +69,43 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
     tight = min(names, key=lambda t: inflow[t])
     x = inflow[tight] / (len(names) - 1)
     cut = frozenset(v for v in graph if v != tight)
-    flow = nx.DiGraph()
-    for (a, b), c in caps.items():
-        flow.add_edge(a, b, capacity=c)
-    source = ("source",)
+    nodes = list(graph.nodes)
+    index = {v: i for i, v in enumerate(nodes)}
+    source = len(nodes)
+    servers = np.array([index[v] for v in names], dtype=np.int64)
+    links = list(caps)
+    tail = np.array([index[a] for a, _ in links], dtype=np.int64)
+    head = np.array([index[b] for _, b in links], dtype=np.int64)
+    # Integer capacities for the exact max-flow: the fastest link is PACKING_UNITS units, so
+    # rounding down moves no capacity by more than 1 / PACKING_UNITS of the fastest link.
+    scale = PACKING_UNITS / max(caps.values())
+    units = np.floor(np.array([caps[e] for e in links]) * scale)
     changed = True
     while changed:
         changed = False
-        for v in names:
-            flow.add_edge(source, v, capacity=x)
-        # One residual network for every sink (preflow-push resets its flows); the cut is
-        # computed only for a sink that falls short, by the same algorithm.
-        residual = build_residual_network(flow, "capacity")
-        for t in names:
-            value = preflow_push(flow, source, t, residual=residual,
-                                 value_only=True).graph["flow_value"]
-            if value < x * len(names) * (1 - 1e-9):
-                _, (side, _) = nx.minimum_cut(flow, source, t)
-                held = side - {source}
-                inside = sum(1 for v in held if v in inflow)
-                leaving = sum(c for (a, b), c in caps.items() if a in held and b not in held)
-                x, cut = leaving / inside, frozenset(held)
+        per_server = math.floor(x * scale)
+        net = Network(source + 1, np.concatenate([tail, np.full(len(names), source)]),
+                      np.concatenate([head, servers]),
+                      np.concatenate([units, np.full(len(names), per_server)]))
+        enough = math.ceil(per_server * len(names) * (1 - PACKING_RTOL))
+        for t in servers.tolist():
+            _, reach = net.flow(source, t, enough)
+            if reach is None:
+                continue
+            held = frozenset(nodes[i] for i in np.flatnonzero(reach[:source]))
+            inside = sum(1 for v in held if v in inflow)
+            leaving = sum(c for (a, b), c in caps.items() if a in held and b not in held)
+            if leaving / inside < x:  # else the shortfall was the units' rounding
+                x, cut = leaving / inside, held
                 changed = True
                 break
     return x, cut
+
+
+#: The fastest link's capacity in the integer units of ``packing_rate``'s max-flows.
+PACKING_UNITS = 1e12
+#: ``packing_rate`` counts a flow as reaching x N when it falls short by less than this.
+PACKING_RTOL = 1e-9
 
 
 def tree_allreduce_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, bool]:

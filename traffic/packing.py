@@ -259,7 +259,9 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
 
     Column generation. Each pricing stage (SLACKS: shallow trees first, a shallow tree
     pipelines in fewer steps) starts by adding SEED_ROUNDS trees per root found by
-    multiplicative weights (``_seed``); then each round adds, for every root whose cheapest
+    multiplicative weights (``_seed``); where the first stage's seeds already reach the
+    optimum (within SHALLOW_RTOL), the final re-weighting at it is the only LP. Else each
+    round adds, for every root whose cheapest
     tree of the stage under the LP's dual prices costs less than its dual, that tree; a stage
     ends when no root finds one. Stops at the max-flow optimum
     (``traffic.cuts.packing_rate``, within RATE_RTOL), when the last stage ends, or after
@@ -287,13 +289,50 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     columns: list[tuple[int, list[int]]] = []
     trees: list[dict[str, tuple[str, list[int]]]] = []
     hops = net.hops()
-    stages = list(SLACKS)
-    slack = stages.pop(0)
-    _seed(net, hops, cap, reverse, families, slack, columns, trees)
-    rate, weights, price, dual = _solve(columns, cap, families * n, m)
+    _seed(net, hops, cap, reverse, families, SLACKS[0], columns, trees)
+    rows = families * n
+    # Most graphs' seeds reach the optimum: then the final re-weighting at the optimum is
+    # the only LP. Where it is infeasible the seeds fall short, and column generation runs.
+    iterations = 0
+    weights = _shallowest(columns, _heights(net, columns, trees), cap, rows, m,
+                          optimum / scale * (1 - SHALLOW_RTOL))
+    if weights is None:
+        rate, iterations = _generate(net, hops, cap, reverse, families, columns, trees,
+                                     optimum / scale, max_iterations)
+        weights = _shallowest(columns, _heights(net, columns, trees), cap, rows, m,
+                              rate * (1 - SHALLOW_RTOL))
+        if weights is None:
+            raise RuntimeError("the packing LP failed: no weights at the master LP's rate")
+    packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
+    for (row, _), links, w in zip(columns, trees, weights):
+        packed[row // n][net.servers[row % n]].append((w * scale, links))
+    result: list[dict[str, list[tuple[float, Tree]]]] = []
+    for family in packed:
+        kept = {}
+        for v, items in family.items():
+            total = sum(w for w, _ in items)
+            kept[v] = [(w, _as_tree(net, links)) for w, links in items
+                       if w > MIN_SHARE * total]
+        result.append(kept)
+    reached = min(sum(w for w, _ in items) for family in result for items in family.values())
+    return Packing(result[0], reached, optimum, iterations,
+                   result[1] if overlap else None)
+
+
+def _generate(net: _Network, hops: np.ndarray, cap: np.ndarray, reverse: np.ndarray,
+              families: int, columns: list, trees: list, optimum: float,
+              max_iterations: int) -> tuple[float, int]:
+    """Column generation from the seeds of the first stage in ``columns`` and ``trees``
+    (appended to) until the master LP reaches ``optimum`` (in units of the fastest link,
+    within RATE_RTOL), the last stage ends or ``max_iterations`` rounds: (the master LP's
+    rate, rounds)."""
+    stages = list(SLACKS[1:])
+    slack = SLACKS[0]
+    rows, m = len(net.servers) * families, len(cap)
+    rate, _, price, dual = _solve(columns, cap, rows, m)
     center, best_bound = None, np.inf
     iterations = 0
-    while rate * scale < optimum * (1 - RATE_RTOL) and iterations < max_iterations:
+    while rate < optimum * (1 - RATE_RTOL) and iterations < max_iterations:
         iterations += 1
         # Wentges smoothing: price at a point between the LP's duals and the duals that gave
         # the best upper bound so far, which stops the degenerate LP's duals from jumping
@@ -320,24 +359,8 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
                 break
             slack = stages.pop(0)
             _seed(net, hops, cap, reverse, families, slack, columns, trees)
-        rate, weights, price, dual = _solve(columns, cap, families * n, m)
-    heights = [depth(_as_tree(net, links), net.servers[row % n])
-               for (row, _), links in zip(columns, trees)]
-    weights = _shallowest(columns, heights, cap, families * n, m, rate * (1 - SHALLOW_RTOL))
-    packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
-    for (row, _), links, w in zip(columns, trees, weights):
-        packed[row // n][net.servers[row % n]].append((w * scale, links))
-    result: list[dict[str, list[tuple[float, Tree]]]] = []
-    for family in packed:
-        kept = {}
-        for v, items in family.items():
-            total = sum(w for w, _ in items)
-            kept[v] = [(w, _as_tree(net, links)) for w, links in items
-                       if w > MIN_SHARE * total]
-        result.append(kept)
-    reached = min(sum(w for w, _ in items) for family in result for items in family.values())
-    return Packing(result[0], reached, optimum, iterations,
-                   result[1] if overlap else None)
+        rate, _, price, dual = _solve(columns, cap, rows, m)
+    return rate, iterations
 
 
 def _seed(net: _Network, hops: np.ndarray, cap: np.ndarray, reverse: np.ndarray,
@@ -403,16 +426,22 @@ def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int
 
 
 def _shallowest(columns: list[tuple[int, list[int]]], heights: list[int], cap: np.ndarray,
-                n: int, m: int, rate: float) -> np.ndarray:
+                n: int, m: int, rate: float) -> np.ndarray | None:
     """Tree weights that give every root ``rate`` within the links' capacities at the least
     total weight x height: of the master LP's many optimal vertices, one whose trees
-    pipeline in fewest steps."""
+    pipeline in fewest steps. None when the LP finds none (the trees cannot give every root
+    ``rate``, or HiGHS could not tell)."""
     b_ub = np.concatenate([np.full(n, -rate), cap])
     res = linprog(np.asarray(heights, dtype=float), A_ub=_uses(columns, n, m), b_ub=b_ub,
                   bounds=(0, None), method="highs")
-    if res.status != 0:
-        raise RuntimeError(f"the packing LP failed: {res.message}")
-    return res.x
+    return res.x if res.status == 0 else None
+
+
+def _heights(net: _Network, columns: list[tuple[int, list[int]]], trees: list) -> list[int]:
+    """Every column's tree height (server hops from its root to its deepest server)."""
+    n = len(net.servers)
+    return [depth(_as_tree(net, links), net.servers[row % n])
+            for (row, _), links in zip(columns, trees)]
 
 
 def split(count: int, weights: list[float]) -> list[int]:

@@ -152,6 +152,17 @@ def test_the_final_weighting_keeps_the_shallowest_of_the_optimal_trees():
     heights = [3, 1, 1, 5]
     weights = _shallowest(columns, heights, np.array([1.0, 1.0, 0.5]), 2, 3, 0.5)
     assert weights == pytest.approx([0.0, 0.5, 0.5, 0.0])
+    # Above what the trees can carry there are no weights: pack_trees then generates columns.
+    assert _shallowest(columns, heights, np.array([1.0, 1.0, 0.5]), 2, 3, 0.75) is None
+
+
+@pytest.mark.parametrize("family,params,generated", [
+    ("bcube", {"n": 4, "k": 1}, False), ("dcell", {"n": 3, "k": 1}, True),
+])
+def test_seeds_that_reach_the_optimum_skip_column_generation(family, params, generated):
+    packed = pack_trees(tp.make_graph(family, **params))
+    assert (packed.iterations > 0) == generated
+    assert packed.rate == pytest.approx(packed.optimum, rel=1e-6)
 
 
 @pytest.mark.parametrize("family,params", [
