@@ -93,3 +93,25 @@ def test_a_transfer_sent_within_one_instant_gets_no_tail():
     graph = make_graph("bcube", n=2, k=1)
     ring = build("ring", graph, 4)
     assert frame_tails(graph, ring, FRAME, startup_s=1e12) == [0.0] * len(ring.transfers)
+
+
+def test_simulate_then_link_load_measure_the_tails_once(monkeypatch):
+    """emulation.run asks simulate and link_load for one schedule's tails in turn: one
+    event-loop run; another graph or other costs measure again."""
+    import simulator.frames as frames
+
+    runs = []
+    real = frames.with_events
+    monkeypatch.setattr(frames, "with_events", lambda *a, **k: runs.append(1) or real(*a, **k))
+    graph = make_graph("bcube", n=4, k=1, bw_mbps=4.0)
+    mesh = _schedule([(a, b) for a in GROUP for b in GROUP if a != b])
+    framed = simulate(graph, mesh, frame_bytes=FRAME)
+    link_load(graph, mesh, frame_bytes=FRAME)
+    assert len(runs) == 1
+    slower = make_graph("bcube", n=4, k=1, bw_mbps=2.0)
+    assert simulate(slower, mesh, frame_bytes=FRAME).makespan_s == pytest.approx(
+        2 * framed.makespan_s)
+    assert len(runs) == 2
+    assert frame_tails(slower, mesh, FRAME, goodput=0.5) == pytest.approx(
+        [2 * FRAME * 8 * 0.5 / 1e6] * len(mesh.transfers))
+    assert len(runs) == 3
