@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # before bench/simulator.py
 
 from emulation.calibration import calibrate  # noqa: E402
-from emulation.net import FRAME_BYTES, EmulatedNetwork  # noqa: E402
+from emulation.net import EmulatedNetwork  # noqa: E402
 from simulator import simulate  # noqa: E402
 from topology import make_graph  # noqa: E402
 from traffic.runner import run_workers  # noqa: E402
@@ -92,9 +92,9 @@ def main() -> int:
     args = parser.parse_args()
     graph = make_graph("bcube", bw_mbps=args.bw, n=4, k=1)
     quarter = int(args.size_kb * 1000 / 4)
-    frame_s = FRAME_BYTES * 8 / (args.bw * 1e6)
     with tempfile.TemporaryDirectory() as tmp, \
             EmulatedNetwork(graph, workdir=Path(tmp) / "net") as net:
+        frame_s = net.frame_bytes * 8 / (args.bw * 1e6)
         cal = calibrate(net, graph, Path(tmp), 60.0)
         costs = {"goodput": min(1.0, cal["goodput_ratio"]), "startup_s": cal["startup_s"]}
         print(f"bcube(4, 1) at {args.bw:g} Mbit/s, {args.size_kb:g} kB per transfer: goodput "

@@ -28,10 +28,8 @@ def calibrate(net: Any, graph: nx.Graph, workdir: Path, timeout_s: float,
     (``startup_probe``) of a chain's time per transfer less ``hop_s`` per link crossed, and
     ``startup_probes_s``, every chain's figure, and ``frame_bytes``, the size of a full
     frame on the links (the simulator's queue drain, ``simulator.frames``)."""
-    from emulation.net import FRAME_BYTES
-
     probe = net.calibrate()
-    probe["frame_bytes"] = FRAME_BYTES
+    probe["frame_bytes"] = net.frame_bytes
     a, b = probe["src"], probe["dst"]
     chain = startup_probe(graph, a, b)
     # Each transfer of the chain waits for the previous one's arrival: a fixed cost plus the

@@ -72,8 +72,9 @@ REPO = Path(__file__).resolve().parent.parent
 CONTROLLER_TIMEOUT_S = 60.0
 #: MTU of every emulated interface (jumbo frames, see the module doc).
 MTU = 9000
-#: A full frame as the links' shaping counts it: the MTU and the 14-byte Ethernet header.
-FRAME_BYTES = MTU + 14
+#: The Ethernet header: a full frame as the links' shaping counts it is the MTU and this
+#: (``EmulatedNetwork.frame_bytes``).
+ETHERNET_HEADER_BYTES = 14
 #: Minimum TCP retransmission timeout in the hosts (see _build).
 RTO_MIN_MS = 1000
 #: Packets an HTB leaf (pfifo at the veth's txqueuelen) holds.
@@ -601,6 +602,11 @@ class EmulatedNetwork:
         if self.net is None:
             raise EmulationError("the network is not running")
         return self.net.get(name)
+
+    @property
+    def frame_bytes(self) -> int:
+        """A full frame on this network's links: its MTU and the Ethernet header."""
+        return self.mtu + ETHERNET_HEADER_BYTES
 
     def ip(self, name: str) -> str:
         """IPv4 address of server ``name``."""

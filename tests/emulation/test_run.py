@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import network_state
 
+from emulation.net import ETHERNET_HEADER_BYTES, MTU
 from simulator.page import check
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +52,7 @@ def test_ring_and_ps_verified_end_to_end(tmp_path, family):
     assert 0 < cal["measured_mbps"] <= cal["configured_mbps"] * 1.1
     probes = cal["startup_probes_s"]  # the fixed cost: the median of the probe chains
     assert len(probes) == 3 and cal["startup_s"] == sorted(probes)[1]
+    assert cal["frame_bytes"] == MTU + ETHERNET_HEADER_BYTES  # the network's own frames
     assert [r["scheduler"] for r in doc["schedulers"]] == ["ring", "ps"]
     for row in doc["schedulers"]:
         assert row["verified"] and row["sums_verified"] and row["routes_verified"]
