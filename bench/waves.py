@@ -108,7 +108,7 @@ def main() -> int:
                 before = tcp_counters(net, servers)
                 run = run_workers(schedule, {s: net.ip(s) for s in servers},
                                   {s: r for r, s in enumerate(servers)}, net.spawn_worker,
-                                  Path(tmp) / f"{name}-{rep}", seed=rep)
+                                  Path(tmp) / f"{name}-{rep}", seed=rep, pool=net.workers)
                 after = tcp_counters(net, servers)
                 extra = (run.makespan_s - sim) / 2
                 print(f"  {name:5s} run {rep}: emulated {run.makespan_s:.3f} s; fluid model "

@@ -85,7 +85,8 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
     try:
         measured = run_workers(schedule, addresses, ranks, net.spawn_worker, workdir, seed=seed,
                                timeout_s=timeout_s,
-                               events=[(f["at_s"], down(f["link"])) for f in failures])
+                               events=[(f["at_s"], down(f["link"])) for f in failures],
+                               pool=net.workers)
     finally:
         counters.stop()
         net.stop_background()

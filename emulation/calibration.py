@@ -40,7 +40,7 @@ def calibrate(net: Any, graph: nx.Graph, workdir: Path, timeout_s: float,
     for k in range(STARTUP_PROBES):
         measured = run_workers(chain, {a: net.ip(a), b: net.ip(b)}, {a: 0, b: 1},
                                net.spawn_worker, workdir / f"startup-probe-{k}",
-                               timeout_s=timeout_s)
+                               timeout_s=timeout_s, pool=net.workers)
         each.append(max(0.0, measured.makespan_s / len(chain.transfers) - there * hop_s))
     probe["startup_s"], probe["startup_probes_s"] = statistics.median(each), each
     return probe

@@ -64,6 +64,7 @@ from emulation.plan import (
     shaping_commands,
 )
 from topology.routing import servers
+from traffic.runner import WorkerPool
 from traffic.schedule import Schedule
 
 __all__ = ["EmulatedNetwork", "EmulationError", "OvsBuffers", "clean", "plan_links"]
@@ -192,6 +193,9 @@ class EmulatedNetwork:
         self._extra_buffers: list[OvsBuffers] = []
         self.controller: subprocess.Popen | None = None
         self._procs: list = []
+        #: The socket workers, kept from one run to the next (the runs of one network share
+        #: their servers; a Python process's start-up is then paid once per server).
+        self.workers = WorkerPool(self.spawn_worker)
         self._background: list = []
         self._previous_sigterm = None
         self.state = netstate.RunState(
@@ -529,6 +533,7 @@ class EmulatedNetwork:
 
     def stop(self) -> None:
         """Tear everything down (idempotent): workers, Mininet, controller, leftovers, state."""
+        self.workers.close()
         for proc in self._procs:
             probes.kill(proc)
         self._procs = []

@@ -2,7 +2,8 @@
 
 The caller supplies ``spawn(server, argv)``, which starts ``argv`` where that server lives (a
 Mininet host's namespace, or plainly on loopback in tests) and returns a ``subprocess.Popen``
-with pipes for stdin and stdout. Every process started here is ended here, also on failure.
+with pipes for stdin and stdout. Every process started here is ended here, also on failure;
+a ``WorkerPool`` keeps its workers from one run to the next and ends them on ``close()``.
 """
 
 from __future__ import annotations
@@ -75,14 +76,67 @@ class WorkerRun:
         return max(self.finish_s.values(), default=0.0)
 
 
+class WorkerPool:
+    """Worker processes kept from one run to the next: one per server, started by ``spawn``
+    on first use (``traffic.worker --serve``), each running the jobs ``run_workers`` gives
+    it. A run that fails ends the workers it used (the next run starts new ones);
+    ``close()`` ends them all: stdin closed, then killed after ``CLOSE_S``."""
+
+    #: Seconds a worker has to exit once its stdin is closed.
+    CLOSE_S = 5.0
+
+    def __init__(self, spawn: Spawn, python: str = sys.executable) -> None:
+        self.spawn, self.python = spawn, python
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def get(self, servers: Sequence[str]) -> dict[str, subprocess.Popen]:
+        """A live worker per server, started where there is none."""
+        for s in servers:
+            if s not in self.procs or self.procs[s].poll() is not None:
+                self.procs[s] = self.spawn(s, [self.python, "-m", "traffic.worker",
+                                               "--server", s, "--serve"])
+        return {s: self.procs[s] for s in servers}
+
+    def discard(self, servers: Sequence[str]) -> None:
+        """End these servers' workers now (after a failed run)."""
+        _end([self.procs.pop(s) for s in servers if s in self.procs], 0.0)
+
+    def close(self) -> None:
+        """End every worker."""
+        procs, self.procs = list(self.procs.values()), {}
+        _end(procs, self.CLOSE_S)
+
+
+def _end(procs: list[subprocess.Popen], grace_s: float) -> None:
+    """Close each process's stdin, wait up to ``grace_s`` in all, kill what still runs."""
+    for p in procs:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for pipe in (p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
 def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, int],
                 spawn: Spawn, workdir: Path, *, seed: int = 0, timeout_s: float = 120.0,
                 python: str = sys.executable,
-                events: Sequence[tuple[float, Callable[[], object]]] = ()) -> WorkerRun:
+                events: Sequence[tuple[float, Callable[[], object]]] = (),
+                pool: WorkerPool | None = None) -> WorkerRun:
     """Run ``schedule`` with one worker per server and return their measurements; raise
     WorkerError naming the server (and transfer) when any worker fails. ``events`` are
     (seconds after the common start, action) pairs, run on timer threads (a link failing
-    mid-run); those not yet due when the run ends are cancelled."""
+    mid-run); those not yet due when the run ends are cancelled. With ``pool`` the workers
+    are the pool's (``spawn`` and ``python`` unused): they stay for the next run unless this
+    one fails; without it they are started for this run and ended by it."""
     workdir.mkdir(parents=True, exist_ok=True)
     # the true sum, once for every worker's check (each would otherwise regenerate every
     # server's buffer), before any worker starts so that it takes no time from the run
@@ -98,11 +152,17 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
     reports = {s: workdir / f"worker-{s}.json" for s in servers}
     for path in reports.values():
         path.unlink(missing_ok=True)
+    ok = False
     try:
-        for s in servers:
-            argv = [python, "-m", "traffic.worker", "--job", str(job), "--server", s,
-                    "--out", str(reports[s])]
-            procs[s] = spawn(s, argv)
+        if pool is not None:
+            procs = pool.get(servers)
+            for s in servers:
+                _tell(procs[s], "job " + json.dumps([str(job), str(reports[s])]))
+        else:
+            for s in servers:
+                argv = [python, "-m", "traffic.worker", "--job", str(job), "--server", s,
+                        "--out", str(reports[s])]
+                procs[s] = spawn(s, argv)
         start_s = (START_S + 0.2 * len(servers)) * time_scale()
         _expect(procs, {"ready"}, time.monotonic() + start_s, reports)
         t0 = time.monotonic() + START_DELAY_S
@@ -118,16 +178,21 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
         for p in procs.values():
             _tell(p, "verify")
         _expect(procs, {"verified"}, time.monotonic() + 60 + 2 * len(servers), reports)
-        for p in procs.values():
-            p.wait(timeout=10)
+        if pool is None:
+            for p in procs.values():
+                p.wait(timeout=10)
         docs = {s: json.loads(reports[s].read_text()) for s in servers}
+        ok = True
     finally:
         for timer in timers:
             timer.cancel()
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        if pool is None:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        elif not ok:
+            pool.discard(servers)
     start_s = {int(k): v for d in docs.values() for k, v in d["start_s"].items()}
     finish_s = {int(k): v for d in docs.values() for k, v in d["finish_s"].items()}
     missing = [t.id for t in schedule.transfers if t.id not in start_s or t.id not in finish_s]

@@ -12,7 +12,9 @@ one when every connection of the route is busy (concurrent transfers on one rout
 links as separate flows), and gives it back when acknowledged. It writes its per-transfer times
 (seconds after T0) and, after ``verify`` on stdin, checks its buffer against the true
 elementwise sum and writes the verdict. Any failure is reported naming this server and the
-transfer, and the process exits 1.
+transfer, and the process exits 1. ``--serve`` keeps the process for one job after another
+(a line ``job`` and the two paths as JSON on stdin for each, until stdin ends), so a run does
+not pay the start-up of a Python process per server (``traffic.runner.WorkerPool``).
 """
 
 from __future__ import annotations
@@ -264,6 +266,11 @@ class Worker:
                 break
             if self.errors:
                 break
+        for sock in self.listeners:
+            try:  # wakes the accept loop (a bare close would leave the port bound while
+                sock.shutdown(socket.SHUT_RDWR)  # it waits, and --serve's next job needs it)
+            except OSError:
+                pass
         for sock in self.listeners + self.connections:
             sock.close()
         return not self.errors
@@ -289,24 +296,18 @@ def _read_exactly(conn: socket.socket, size: int, eof_ok: bool = False) -> bytes
     return bytes(data)
 
 
-def main() -> int:
-    """Entry point of ``python -m traffic.worker`` (started by the emulation, not by users)."""
-    parser = argparse.ArgumentParser(prog="python -m traffic.worker",
-                                     description="Run one server's side of a Schedule.")
-    parser.add_argument("--job", required=True, type=Path, help="job file (JSON)")
-    parser.add_argument("--server", required=True, help="this server's name")
-    parser.add_argument("--out", required=True, type=Path, help="where to write the report")
-    args = parser.parse_args()
-    job = json.loads(args.job.read_text())
+def run_job(job_path: Path, server: str, out: Path) -> int:
+    """One job, as ``main`` describes it: 0 when its sum was verified, else 1."""
+    job = json.loads(job_path.read_text())
     schedule = Schedule.from_json(job["schedule"])
-    worker = Worker(schedule, args.server, job["addresses"], job["ranks"], job["seed"],
+    worker = Worker(schedule, server, job["addresses"], job["ranks"], job["seed"],
                     job["timeout_s"])
-    report: dict = {"server": args.server}
+    report: dict = {"server": server}
     try:
         worker.listen()
     except OSError as exc:
-        report["errors"] = [f"server {args.server}: cannot listen: {exc}"]
-        args.out.write_text(json.dumps(report))
+        report["errors"] = [f"server {server}: cannot listen: {exc}"]
+        out.write_text(json.dumps(report))
         print("failed", flush=True)
         return 1
     print("ready", flush=True)
@@ -319,7 +320,7 @@ def main() -> int:
     time.sleep(max(0.0, worker.t0 - time.monotonic()))
     ok = worker.run()
     report.update(start_s=worker.start_s, finish_s=worker.finish_s, errors=worker.errors)
-    args.out.write_text(json.dumps(report))
+    out.write_text(json.dumps(report))
     print("done" if ok else "failed", flush=True)
     if not ok:
         return 1
@@ -327,9 +328,39 @@ def main() -> int:
         return 1
     good, message = worker.verify(Path(job["expected"]))
     report.update(verified=good, verify_message=message)
-    args.out.write_text(json.dumps(report))
+    out.write_text(json.dumps(report))
     print("verified" if good else "wrong", flush=True)
     return 0 if good else 1
+
+
+def main() -> int:
+    """Entry point of ``python -m traffic.worker`` (started by the emulation, not by users).
+    With ``--job`` and ``--out`` it runs that one job; with ``--serve`` it runs one job after
+    another, each asked for by a line ``job ["JOBFILE", "OUTFILE"]`` (JSON) on stdin, until
+    stdin ends (0) or a job fails (1: the process is not reused after a failure)."""
+    parser = argparse.ArgumentParser(prog="python -m traffic.worker",
+                                     description="Run one server's side of a Schedule.")
+    parser.add_argument("--job", type=Path, help="job file (JSON)")
+    parser.add_argument("--server", required=True, help="this server's name")
+    parser.add_argument("--out", type=Path, help="where to write the report")
+    parser.add_argument("--serve", action="store_true",
+                        help="run the jobs named on stdin, one after another")
+    args = parser.parse_args()
+    if not args.serve:
+        if args.job is None or args.out is None:
+            parser.error("--job and --out are needed without --serve")
+        return run_job(args.job, args.server, args.out)
+    while line := sys.stdin.readline():
+        word, _, rest = line.partition(" ")
+        try:
+            job, out = json.loads(rest) if word == "job" else (None, None)
+        except ValueError:
+            job = out = None
+        if not (isinstance(job, str) and isinstance(out, str)):
+            return 1
+        if run_job(Path(job), args.server, Path(out)):
+            return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import topology as tp
-from traffic.runner import WorkerError, run_workers
+from traffic.runner import WorkerError, WorkerPool, run_workers
 from traffic.schedule import Schedule, Transfer, routes, validate
 from traffic.worker import check_sum, expected_sum, initial_buffer
 
@@ -68,6 +68,40 @@ def test_wrong_sum_fails_naming_the_server(tmp_path):
     ranks, addresses = loopback(g)
     with pytest.raises(WorkerError, match=r"server s\d\d.*wrong elements"):
         run_workers(broken, addresses, ranks, spawn, tmp_path, timeout_s=20)
+
+
+def test_a_pool_keeps_its_workers_from_run_to_run(tmp_path):
+    g = tp.bcube_graph(2, 1)
+    ranks, addresses = loopback(g)
+    pool = WorkerPool(spawn)
+    try:
+        pids = []
+        for k, elements in enumerate((1000, 3000)):  # two schedules, one set of workers
+            sch = ps_schedule(g, elements)
+            run = run_workers(sch, addresses, ranks, None, tmp_path / f"run {k}", seed=k,
+                              timeout_s=20, pool=pool)
+            assert run.verified == {s: True for s in ranks}
+            assert set(run.finish_s) == {t.id for t in sch.transfers}
+            pids.append({s: p.pid for s, p in pool.procs.items()})
+        assert pids[0] == pids[1] and set(pids[0]) == set(ranks)
+        # a failed run ends the workers it used; the next run starts new ones
+        broken = dataclasses.replace(sch, transfers=tuple(
+            dataclasses.replace(t, deps=tuple(d for d in t.deps if d != 0))
+            if t.op == "copy" else t for t in sch.transfers if t.id != 0))
+        used = list(pool.procs.values())
+        with pytest.raises(WorkerError, match=r"wrong elements"):
+            run_workers(broken, addresses, ranks, None, tmp_path / "broken", timeout_s=20,
+                        pool=pool)
+        assert all(p.poll() is not None for p in used) and not pool.procs
+        run = run_workers(sch, addresses, ranks, None, tmp_path / "again", timeout_s=20,
+                          pool=pool)
+        assert run.verified == {s: True for s in ranks}
+        assert not {p.pid for p in pool.procs.values()} & {p.pid for p in used}
+    finally:
+        procs = list(pool.procs.values())
+        pool.close()
+    assert procs and all(p.returncode == 0 for p in procs)  # stdin closed: they exit
+    assert not pool.procs
 
 
 def test_workers_check_against_the_runners_sum_file(tmp_path):
