@@ -83,7 +83,7 @@ class WorkerPool:
     ``close()`` ends them all: stdin closed, then killed after ``CLOSE_S``."""
 
     #: Seconds a worker has to exit once its stdin is closed.
-    CLOSE_S = 5.0
+    CLOSE_S = 1.0
 
     def __init__(self, spawn: Spawn, python: str = sys.executable) -> None:
         self.spawn, self.python = spawn, python
