@@ -26,7 +26,7 @@ from collections import defaultdict
 import networkx as nx
 
 from simulator.events import link_capacity, with_events
-from topology.links import fingerprint, link_failures
+from topology.links import background_flows, fingerprint, link_failures
 from traffic.schedule import Schedule
 
 #: A link is full when its flows' rates add up to its capacity within this fraction.
@@ -44,20 +44,21 @@ def frame_tails(graph: nx.Graph, schedule: Schedule, frame_bytes: float, *,
     last answer is kept for the next call on the same Schedule (``_LAST``)."""
     if not frame_bytes > 0:
         raise ValueError(f"frame_bytes must be > 0, got {frame_bytes!r}")
-    key = (fingerprint(graph), repr(link_failures(graph)), frame_bytes, startup_s,
-           hop_latency_s, goodput, failover_s)
-    if _LAST and _LAST[0] is schedule and _LAST[1] == key:
-        return list(_LAST[2])
+    key = (fingerprint(graph), repr(link_failures(graph)), repr(background_flows(graph)),
+           frame_bytes, startup_s, hop_latency_s, goodput, failover_s)
+    if _LAST and _LAST[0] is schedule and _LAST[1] is graph and _LAST[2] == key:
+        return list(_LAST[3])
     extra = _tails(graph, schedule, frame_bytes, startup_s, hop_latency_s, goodput, failover_s)
-    _LAST[:] = [schedule, key, tuple(extra)]
+    _LAST[:] = [schedule, graph, key, tuple(extra)]
     return extra
 
 
-#: The last answer of ``frame_tails``: [the Schedule, the graph's key and the costs, the
+#: The last answer of ``frame_tails``: [the Schedule, the graph, its key and the costs, the
 #: tails]. ``simulator.simulate`` and ``simulator.link_load`` with the same costs ask for the
 #: tails of one run in turn (``emulation.run`` does, per scheduler), and each asking runs the
-#: event loop. A Schedule does not change; the graph is compared by ``topology.fingerprint``
-#: and its failing links.
+#: event loop. A Schedule does not change; the graph must be the same object, and is
+#: compared again by ``topology.fingerprint``, its failing links and its background flows
+#: (changed in place, it is measured again).
 _LAST: list = []
 
 

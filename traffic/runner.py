@@ -80,7 +80,9 @@ class WorkerPool:
     """Worker processes kept from one run to the next: one per server, started by ``spawn``
     on first use (``traffic.worker --serve``), each running the jobs ``run_workers`` gives
     it. A run that fails ends the workers it used (the next run starts new ones);
-    ``close()`` ends them all: stdin closed, then killed after ``CLOSE_S``."""
+    ``close()`` ends them all: stdin closed, then killed after ``CLOSE_S``. Not thread-safe:
+    one thread runs and closes (``close()`` during a run on another thread breaks its pipes
+    under it)."""
 
     #: Seconds a worker has to exit once its stdin is closed.
     CLOSE_S = 1.0
@@ -92,7 +94,9 @@ class WorkerPool:
     def get(self, servers: Sequence[str]) -> dict[str, subprocess.Popen]:
         """A live worker per server, started where there is none."""
         for s in servers:
-            if s not in self.procs or self.procs[s].poll() is not None:
+            if s in self.procs and self.procs[s].poll() is not None:
+                _end([self.procs.pop(s)], 0.0)  # died since: its pipes closed, reaped
+            if s not in self.procs:
                 self.procs[s] = self.spawn(s, [self.python, "-m", "traffic.worker",
                                                "--server", s, "--serve"])
         return {s: self.procs[s] for s in servers}

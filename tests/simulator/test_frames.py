@@ -115,3 +115,22 @@ def test_simulate_then_link_load_measure_the_tails_once(monkeypatch):
     assert frame_tails(slower, mesh, FRAME, goodput=0.5) == pytest.approx(
         [2 * FRAME * 8 * 0.5 / 1e6] * len(mesh.transfers))
     assert len(runs) == 3
+
+
+def test_the_kept_tails_follow_the_graphs_background_flows():
+    """A steady background load and a background flow of the same rate on the same links
+    have one fingerprint but other tails: the second graph is measured again."""
+    import simulator.frames as frames
+    from topology.links import with_background
+
+    graph = make_graph("bcube", n=4, k=1, bw_mbps=4.0)
+    fan_in = _schedule([("s01", "s00"), ("s02", "s00"), ("s03", "s00")])
+    steady = with_background(graph, {("s02", "w0_0"): 3.0, ("w0_0", "s03"): 3.0})
+    flow = with_background_flow(graph, "s02", "s03", 3.0)
+    frames._LAST.clear()
+    alone = frame_tails(flow, fan_in, FRAME)
+    assert frame_tails(steady, fan_in, FRAME) != alone  # the case matters
+    assert frame_tails(flow, fan_in, FRAME) == alone
+    frame_tails(steady, fan_in, FRAME)
+    flow.graph["background_flows"] = []  # changed in place: measured again
+    assert frame_tails(flow, fan_in, FRAME) == frame_tails(flow.copy(), fan_in, FRAME)

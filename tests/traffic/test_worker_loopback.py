@@ -97,6 +97,14 @@ def test_a_pool_keeps_its_workers_from_run_to_run(tmp_path):
                           pool=pool)
         assert run.verified == {s: True for s in ranks}
         assert not {p.pid for p in pool.procs.values()} & {p.pid for p in used}
+        # a worker that died between runs is replaced, its pipes closed
+        dead = pool.procs["s00"]
+        dead.kill()
+        dead.wait()
+        run = run_workers(sch, addresses, ranks, None, tmp_path / "after a death",
+                          timeout_s=20, pool=pool)
+        assert run.verified == {s: True for s in ranks}
+        assert pool.procs["s00"].pid != dead.pid and dead.stdin.closed and dead.stdout.closed
     finally:
         procs = list(pool.procs.values())
         pool.close()
