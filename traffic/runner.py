@@ -2,8 +2,9 @@
 
 The caller supplies ``spawn(server, argv)``, which starts ``argv`` where that server lives (a
 Mininet host's namespace, or plainly on loopback in tests) and returns a ``subprocess.Popen``
-with pipes for stdin and stdout. Every process started here is ended here, also on failure;
-a ``WorkerPool`` keeps its workers from one run to the next and ends them on ``close()``.
+with pipes for stdin and stdout. The workers are a ``WorkerPool``'s: the caller's, which keeps
+them from one run to the next and ends them on ``close()``, or one of the run's own, ended
+with it, also on failure.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class WorkerRun:
 
 class WorkerPool:
     """Worker processes kept from one run to the next: one per server, started by ``spawn``
-    on first use (``traffic.worker --serve``), each running the jobs ``run_workers`` gives
+    on first use (``python -m traffic.worker``), each running the jobs ``run_workers`` gives
     it. A run that fails ends the workers it used (the next run starts new ones);
     ``close()`` ends them all: stdin closed, then killed after ``CLOSE_S``. Not thread-safe:
     one thread runs and closes (``close()`` during a run on another thread breaks its pipes
@@ -98,7 +99,7 @@ class WorkerPool:
                 _end([self.procs.pop(s)], 0.0)  # died since: its pipes closed, reaped
             if s not in self.procs:
                 self.procs[s] = self.spawn(s, [self.python, "-m", "traffic.worker",
-                                               "--server", s, "--serve"])
+                                               "--server", s])
         return {s: self.procs[s] for s in servers}
 
     def discard(self, servers: Sequence[str]) -> None:
@@ -140,7 +141,7 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
     (seconds after the common start, action) pairs, run on timer threads (a link failing
     mid-run); those not yet due when the run ends are cancelled. With ``pool`` the workers
     are the pool's (``spawn`` and ``python`` unused): they stay for the next run unless this
-    one fails; without it they are started for this run and ended by it."""
+    one fails; without it a pool of this run's own is started and closed."""
     workdir.mkdir(parents=True, exist_ok=True)
     # the true sum, once for every worker's check (each would otherwise regenerate every
     # server's buffer), before any worker starts so that it takes no time from the run
@@ -156,17 +157,14 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
     reports = {s: workdir / f"worker-{s}.json" for s in servers}
     for path in reports.values():
         path.unlink(missing_ok=True)
+    own = pool is None
+    if own:
+        pool = WorkerPool(spawn, python)
     ok = False
     try:
-        if pool is not None:
-            procs = pool.get(servers)
-            for s in servers:
-                _tell(procs[s], "job " + json.dumps([str(job), str(reports[s])]))
-        else:
-            for s in servers:
-                argv = [python, "-m", "traffic.worker", "--job", str(job), "--server", s,
-                        "--out", str(reports[s])]
-                procs[s] = spawn(s, argv)
+        procs = pool.get(servers)
+        for s in servers:
+            _tell(procs[s], "job " + json.dumps([str(job), str(reports[s])]))
         start_s = (START_S + 0.2 * len(servers)) * time_scale()
         _expect(procs, {"ready"}, time.monotonic() + start_s, reports)
         t0 = time.monotonic() + START_DELAY_S
@@ -182,21 +180,15 @@ def run_workers(schedule: Schedule, addresses: dict[str, str], ranks: dict[str, 
         for p in procs.values():
             _tell(p, "verify")
         _expect(procs, {"verified"}, time.monotonic() + 60 + 2 * len(servers), reports)
-        if pool is None:
-            for p in procs.values():
-                p.wait(timeout=10)
         docs = {s: json.loads(reports[s].read_text()) for s in servers}
         ok = True
     finally:
         for timer in timers:
             timer.cancel()
-        if pool is None:
-            for p in procs.values():
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        elif not ok:
+        if not ok:
             pool.discard(servers)
+        if own:
+            pool.close()
     start_s = {int(k): v for d in docs.values() for k, v in d["start_s"].items()}
     finish_s = {int(k): v for d in docs.values() for k, v in d["finish_s"].items()}
     missing = [t.id for t in schedule.transfers if t.id not in start_s or t.id not in finish_s]

@@ -1,7 +1,8 @@
 """The AllReduce worker: one process per server, run inside that server's network namespace.
 
-``python -m traffic.worker --job FILE --server NAME`` reads a job file (the Schedule JSON, every
-server's IP address, the seed, the timeout and the file holding the true sum),
+``python -m traffic.worker --server NAME`` runs one job after another: for each, a line ``job``
+and the JSON list [job file, report file] on stdin. It reads the job file (the Schedule JSON,
+every server's IP address, the seed, the timeout and the file holding the true sum),
 listens on the TCP ports of its incoming routes, prints ``ready``, waits for ``go T0`` on stdin
 (T0 on the monotonic clock, which all namespaces of one kernel share), opens one connection per
 outgoing route before T0 (as a collective library connects its communicator before the first
@@ -12,9 +13,9 @@ one when every connection of the route is busy (concurrent transfers on one rout
 links as separate flows), and gives it back when acknowledged. It writes its per-transfer times
 (seconds after T0) and, after ``verify`` on stdin, checks its buffer against the true
 elementwise sum and writes the verdict. Any failure is reported naming this server and the
-transfer, and the process exits 1. ``--serve`` keeps the process for one job after another
-(a line ``job`` and the two paths as JSON on stdin for each, until stdin ends), so a run does
-not pay the start-up of a Python process per server (``traffic.runner.WorkerPool``).
+transfer, and the process exits 1; when stdin ends it exits 0. Kept from one run to the next
+(``traffic.runner.WorkerPool``), a worker spares each run the start-up of a Python process
+per server.
 """
 
 from __future__ import annotations
@@ -268,7 +269,7 @@ class Worker:
                 break
         for sock in self.listeners:
             try:  # wakes the accept loop (a bare close would leave the port bound while
-                sock.shutdown(socket.SHUT_RDWR)  # it waits, and --serve's next job needs it)
+                sock.shutdown(socket.SHUT_RDWR)  # it waits, and the next job needs it)
             except OSError:
                 pass
         for sock in self.listeners + self.connections:
@@ -334,22 +335,14 @@ def run_job(job_path: Path, server: str, out: Path) -> int:
 
 
 def main() -> int:
-    """Entry point of ``python -m traffic.worker`` (started by the emulation, not by users).
-    With ``--job`` and ``--out`` it runs that one job; with ``--serve`` it runs one job after
-    another, each asked for by a line ``job ["JOBFILE", "OUTFILE"]`` (JSON) on stdin, until
-    stdin ends (0) or a job fails (1: the process is not reused after a failure)."""
+    """Entry point of ``python -m traffic.worker`` (started by the emulation, not by users):
+    the jobs named on stdin (module doc), until stdin ends (0) or a job fails (1: the process
+    is not reused after a failure)."""
     parser = argparse.ArgumentParser(prog="python -m traffic.worker",
-                                     description="Run one server's side of a Schedule.")
-    parser.add_argument("--job", type=Path, help="job file (JSON)")
+                                     description="Run one server's side of Schedules, one "
+                                                 "job after another named on stdin.")
     parser.add_argument("--server", required=True, help="this server's name")
-    parser.add_argument("--out", type=Path, help="where to write the report")
-    parser.add_argument("--serve", action="store_true",
-                        help="run the jobs named on stdin, one after another")
     args = parser.parse_args()
-    if not args.serve:
-        if args.job is None or args.out is None:
-            parser.error("--job and --out are needed without --serve")
-        return run_job(args.job, args.server, args.out)
     while line := sys.stdin.readline():
         word, _, rest = line.partition(" ")
         try:
