@@ -56,9 +56,7 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
     Servers that do not relay in the network (Jellyfish) still receive and re-send whole
     messages, as every ring does, so the relay rule changes paths, not this rate.
     """
-    import numpy as np  # numpy and the compiled max-flow: on use
-
-    from traffic.maxflow import Network
+    import numpy as np  # numpy: on use
 
     names = servers_by_rank(graph)
     if len(names) < 2:
@@ -69,13 +67,9 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
     tight = min(names, key=lambda t: inflow[t])
     x = inflow[tight] / (len(names) - 1)
     cut = frozenset(v for v in graph if v != tight)
-    nodes = list(graph.nodes)
-    index = {v: i for i, v in enumerate(nodes)}
-    source = len(nodes)
-    servers = np.array([index[v] for v in names], dtype=np.int64)
     links = list(caps)
-    tail = np.array([index[a] for a, _ in links], dtype=np.int64)
-    head = np.array([index[b] for _, b in links], dtype=np.int64)
+    nodes, servers, tail, head = _indexed(graph, links, names)
+    source = len(nodes)
     # Integer capacities for the exact max-flow: the fastest link is PACKING_UNITS units, so
     # rounding down moves no capacity by more than 1 / PACKING_UNITS of the fastest link.
     scale = PACKING_UNITS / max(caps.values())
@@ -84,11 +78,9 @@ def packing_rate(graph: nx.Graph, *, goodput: float = 1.0) -> tuple[float, froze
     while changed:
         changed = False
         per_server = math.floor(x * scale)
-        net = Network(source + 1, np.concatenate([tail, np.full(len(names), source)]),
-                      np.concatenate([head, servers]),
-                      np.concatenate([units, np.full(len(names), per_server)]))
+        net = _fed(source, tail, head, units, servers, per_server)
         enough = math.ceil(per_server * len(names) * (1 - PACKING_RTOL))
-        for t in servers.tolist():
+        for t in servers:
             _, reach = net.flow(source, t, enough)
             if reach is None:
                 continue
@@ -154,8 +146,6 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     import numpy as np  # numpy, scipy: on use
     from scipy.optimize import linprog
 
-    from traffic.maxflow import Network
-
     names = servers_by_rank(graph)
     n = len(names)
     if n < 2:
@@ -165,14 +155,10 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     m = len(links)
     scale = max(caps.values())
     cap = np.array([caps[e] / scale for e in links])
-    nodes = list(graph.nodes)
-    index = {v: i for i, v in enumerate(nodes)}
+    nodes, servers, tail, head = _indexed(graph, links, names)
     source = len(nodes)
-    servers = [index[v] for v in names]
     is_server = np.zeros(len(nodes), dtype=bool)
     is_server[servers] = True
-    tail = np.array([index[a] for a, _ in links])
-    head = np.array([index[b] for _, b in links])
     # Balance at every switch: in - out of c1 = 0.
     switch_rows = [i for i, v in enumerate(nodes) if not is_server[i]]
     a_eq = np.zeros((len(switch_rows), 1 + m))
@@ -229,12 +215,35 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
         for phase, use in ((0, c1), (1, cap - c1)):
             # The phase's arcs: gather on the links, scatter on the links reversed.
             a, b = (tail, head) if phase == 0 else (head, tail)
-            net = Network(source + 1, np.concatenate([a, np.full(n, source)]),
-                          np.concatenate([b, servers]),
-                          np.concatenate([np.floor(use * units), np.full(n, per_server)]))
+            net = _fed(source, a, b, np.floor(use * units), servers, per_server)
             for t in servers:
                 _, reach = net.flow(source, t, enough)
                 if reach is not None:
                     added |= add_cut(phase, reach[:source])
         if not added:
             return x * scale
+
+
+def _indexed(graph: nx.Graph, links: list[tuple[str, str]], names: list[str]):
+    """The max-flows' numbering: (the nodes in graph order, the servers' (``names``) indexes,
+    each link's tail and head index as int64 arrays); the source is node len(nodes)."""
+    import numpy as np  # numpy: on use
+
+    nodes = list(graph.nodes)
+    index = {v: i for i, v in enumerate(nodes)}
+    tail = np.array([index[a] for a, _ in links], dtype=np.int64)
+    head = np.array([index[b] for _, b in links], dtype=np.int64)
+    return nodes, [index[v] for v in names], tail, head
+
+
+def _fed(source: int, tail, head, units, servers: list[int], per_server: int):
+    """A ``traffic.maxflow.Network`` over nodes 0..source: the arcs tail -> head of ``units``
+    each, and an arc of ``per_server`` units from ``source`` into every server."""
+    import numpy as np  # numpy and the compiled max-flow: on use
+
+    from traffic.maxflow import Network
+
+    n = len(servers)
+    return Network(source + 1, np.concatenate([tail, np.full(n, source)]),
+                   np.concatenate([head, servers]),
+                   np.concatenate([units, np.full(n, per_server)]))

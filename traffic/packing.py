@@ -294,13 +294,13 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     # Most graphs' seeds reach the optimum: then the final re-weighting at the optimum is
     # the only LP. Where it is infeasible the seeds fall short, and column generation runs.
     iterations = 0
-    weights = _shallowest(columns, _heights(net, columns, trees), cap, rows, m,
-                          optimum / scale * (1 - SHALLOW_RTOL))
+    heights = _heights(net, columns, trees)
+    weights = _shallowest(columns, heights, cap, rows, m, optimum / scale * (1 - SHALLOW_RTOL))
     if weights is None:
         rate, iterations = _generate(net, hops, cap, reverse, families, columns, trees,
                                      optimum / scale, max_iterations)
-        weights = _shallowest(columns, _heights(net, columns, trees), cap, rows, m,
-                              rate * (1 - SHALLOW_RTOL))
+        heights += _heights(net, columns[len(heights):], trees[len(heights):])
+        weights = _shallowest(columns, heights, cap, rows, m, rate * (1 - SHALLOW_RTOL))
         if weights is None:
             raise RuntimeError("the packing LP failed: no weights at the master LP's rate")
     packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
