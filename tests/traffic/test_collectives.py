@@ -140,3 +140,19 @@ def test_ps_root_and_sharded_owners(graphs):
 def test_deterministic(graphs):
     for algo in ALGORITHMS:
         assert build(algo, graphs["jellyfish"], 4_000) == build(algo, graphs["jellyfish"], 4_000)
+
+
+def test_ring_packing_is_kept_per_graph_and_callers_get_their_own_lists():
+    from traffic.overlay import Router
+    from traffic.rings import _PACKINGS, _ring_packing, ring_packing
+
+    graph = tp.make_graph("dcell", n=3, k=1)
+    first, cost = ring_packing(Router(graph))
+    assert (first, cost) == _ring_packing(Router(graph), None)
+    first[0][1].reverse()  # a caller changing its answer does not change the kept one
+    again, _ = ring_packing(Router(graph))
+    assert again == _ring_packing(Router(graph), None)[0]
+    kept = len(_PACKINGS)
+    slow = tp.with_link_rates(graph, {next(iter(graph.edges())): 2.5})
+    assert ring_packing(Router(slow)) == _ring_packing(Router(slow), None)
+    assert len(_PACKINGS) == kept + 1  # another link rate is another graph
