@@ -252,13 +252,19 @@ vpy() { (cd / && "$VENV/bin/python" "$@"); }  # from /: the editable install, no
 have_cmds() { local c; for c; do command -v "$c" >/dev/null || { echo "$c not found"; return 1; }; done; }
 
 selfcheck() {
-    local bad=0
+    # The items run at once (most start a Python that imports a heavy package); their lines
+    # are printed in order when all have ended.
+    local dir n=0 bad=0 line
+    dir=$(mktemp -d)
     item() {  # item [--optional] WHAT FIX COMMAND...: an optional item warns, never fails
         local level=MISSING; [ "$1" = --optional ] && { level=WARNING; shift; }
-        local what=$1 fix=$2 out; shift 2
-        if out=$("$@" 2>&1); then echo "ready:   $what"; return; fi
-        echo "$level: $what -> $fix${out:+ [$(tail -n1 <<<"$out")]}"
-        [ $level = WARNING ] || bad=1
+        local what=$1 fix=$2 file; shift 2
+        file=$dir/$(printf %03d $n); n=$((n + 1))
+        (
+            if out=$("$@" 2>&1); then echo "ready:   $what" >"$file"; exit; fi
+            echo "$level: $what -> $fix${out:+ [$(tail -n1 <<<"$out")]}" >"$file"
+            [ $level = WARNING ] || touch "$file.bad"
+        ) <&0 &  # <&0: an item's here-document stays its input (not /dev/null)
     }
     local fix="run: bash scripts/setup.sh (as root)"
     item "root" "run as root (sudo)" test "$(id -u)" = 0
@@ -302,6 +308,9 @@ Network(2, np.array([0]), np.array([1]), np.array([1])).flow(0, 1, 1)
 EOF
     item --optional "'sudo python' runs $VENV/bin/python" "$fix (writes $WRAPPER unless it is not ours)" \
         bash -c "cd '$REPO' && command -v sudo >/dev/null && [ \"\$(env PATH=/usr/local/bin:/usr/bin:/bin python -c 'import sys; print(sys.prefix)')\" = '$VENV' ]"
+    wait
+    for line in "$dir"/[0-9][0-9][0-9]; do cat "$line"; [ -e "$line.bad" ] && bad=1; done
+    rm -rf "$dir"
     return $bad
 }
 
