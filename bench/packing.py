@@ -8,6 +8,12 @@ number of transfers and the simulated makespan over the packing optimum. Instanc
 DCells up to 56 servers (where rings do not reach the optimum), BCube(4,1) with one link
 failed or at a quarter of the rate, and the 64-server BCubes. Figures only; nothing is
 asserted.
+
+``--copies C --chunks-per-hop H --min-chunk-bytes B --max-transfers T`` (any of them) cut
+the same trees into other schedules (``traffic.packing.packing_plan``'s options; T 0: no
+limit), to see what the gap to the optimum costs in transfers, e.g. ``--size-mb 8
+--copies 16 --chunks-per-hop 32 --min-chunk-bytes 64 --max-transfers 0``; build_s is then
+the cutting alone.
 """
 
 from __future__ import annotations
@@ -21,9 +27,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import topology as tp  # noqa: E402
 from simulator import packing_bound, simulate  # noqa: E402
-from traffic.collectives import build, optimal_rings, packing_forest  # noqa: E402
+from traffic.collectives import build, from_builder, optimal_rings, packing_forest  # noqa: E402
 from traffic.overlay import depth  # noqa: E402
-from traffic.schedule import buffer_bytes  # noqa: E402
+from traffic.packing import MIN_CHUNK_BYTES, emit_packing  # noqa: E402
+from traffic.schedule import DTYPES, buffer_bytes  # noqa: E402
+from traffic.trees import Builder  # noqa: E402
+
+#: The plan options the command line may set: (flag, packing_plan keyword, help).
+PLAN_OPTIONS = (
+    ("--copies", "copies", "tree copies per root (default: the scheduler's)"),
+    ("--chunks-per-hop", "chunks_per_hop", "pipeline chunks per server hop of height"),
+    ("--min-chunk-bytes", "min_chunk", "smallest chunk, bytes"),
+    ("--max-transfers", "max_transfers", "most transfers of a schedule; 0: no limit"),
+)
 
 
 def cases() -> list[tuple[str, object]]:
@@ -49,11 +65,26 @@ def main() -> None:
     parser.add_argument("--size-mb", default="1,8", help="comma-separated buffer sizes, 10^6 "
                         "bytes (default 1,8)")
     parser.add_argument("--max-servers", type=int, default=64)
+    for flag, _, text in PLAN_OPTIONS:
+        parser.add_argument(flag, type=int, metavar="N", help=text)
     args = parser.parse_args()
     try:
         sizes = [buffer_bytes(float(s), "float32") for s in args.size_mb.split(",")]
     except ValueError:
         parser.error(f"--size-mb: not a list of numbers: {args.size_mb!r}")
+    options = {}
+    for flag, key, _ in PLAN_OPTIONS:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is None:
+            continue
+        if value < (0 if key == "max_transfers" else 1):
+            parser.error(f"{flag} must be a positive integer, got {value}")
+        options[key] = value
+    if options:  # the scheduler's floor unless told otherwise (packing_plan's is 1 element)
+        options["min_chunk"] = max(1, options.get("min_chunk", MIN_CHUNK_BYTES)
+                                   // DTYPES["float32"])
+    if options.get("max_transfers") == 0:
+        options["max_transfers"] = 2**62
     print(f"{'instance':<28} {'servers':>7} {'MB':>4} {'build_s':>8} {'rounds':>6} "
           f"{'trees':>6} {'height':>6} {'transfers':>9} {'makespan/opt':>12}")
     for name, graph in cases():
@@ -74,7 +105,12 @@ def main() -> None:
                      for w, t in items) / (servers * len(forest.families()))
         for size in sizes:
             t0 = time.perf_counter()
-            schedule = build("packing", graph, size)
+            if options:
+                builder = Builder()
+                emit_packing(builder, forest, size // DTYPES["float32"], **options)
+                schedule = from_builder(graph, size, "float32", builder, "packing")
+            else:
+                schedule = build("packing", graph, size)
             built = time.perf_counter() - t0
             ratio = simulate(graph, schedule).makespan_s / packing_bound(graph, size)
             print(f"{name:<28} {servers:>7} {size / 1e6:>4.0f} {built:>8.2f} "
