@@ -26,6 +26,7 @@ OVSCTL=/usr/share/openvswitch/scripts/ovs-ctl
 WRAPPER=/usr/local/bin/python
 WRAPPER_MARK="allreduce-testbed python wrapper"
 STAMP=$VENV/.allreduce-testbed-installed
+CHECKED=$VENV/.allreduce-testbed-pip-check
 APT_PKGS=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iproute2 iputils-ping
           net-tools procps psmisc curl ca-certificates sudo make python3-venv)
 ARTB_TEST_TOOLS=${ARTB_TEST_TOOLS:-0}
@@ -180,7 +181,21 @@ step_pip() {
         (cd "$REPO" && vpip install -q --progress-bar off --no-build-isolation -e '.[dev,ray]')
         project_stamp >"$STAMP"
     fi
+    # pip check reads every installed distribution (about 1 s); it is skipped when the set of
+    # installed distributions (their metadata folders, which name each version) is the one
+    # it last passed on.
+    local listing; listing=$(installed_listing)
+    if [ -f "$CHECKED" ] && [ "$(cat "$CHECKED")" = "$listing" ]; then
+        echo "requirements consistent (pip check passed on these distributions)"; return
+    fi
+    rm -f "$CHECKED"
     vpip check >/dev/null || { vpip check; die "inconsistent requirements in $VENV (see above)"; }
+    echo "$listing" >"$CHECKED"
+}
+
+installed_listing() {  # a digest of the venv's installed distributions and their versions
+    "$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' |
+        xargs -I{} find {} -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sort | sha256sum | cut -d' ' -f1
 }
 
 # --- 4. `python` wrapper for sudo (secure_path puts /usr/local/bin first) --------------------------
