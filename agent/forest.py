@@ -40,6 +40,7 @@ import numpy as np
 from agent.chains import longest_chain
 from simulator import CostModel, simulate
 from topology import fingerprint
+from topology.links import GraphMemo
 from topology.routing import servers
 from traffic.collectives import build, from_builder, optimal_rings, packing_forest
 from traffic.cuts import link_capacities, tree_allreduce_rate
@@ -62,22 +63,20 @@ FAMILIES = ("rings", "multitree", "ps-sharded")
 #: Upper-level feature columns a forest row fills (``agent.env.TreeBuildingEnv``): flag,
 #: then ``Forest.features`` (``schedule_features`` and ``Forest.predicted_s``).
 FOREST_COLUMNS = (18, 19, 20, 21, 22, 23)
-#: Packings kept in memory (one per graph).
+#: Packings kept in memory (one per graph), and forest rows (per graph and setting).
 CACHE = 256
-_PACKINGS: dict[str, tuple[tuple[float, bool], Packing]] = {}
-_FORESTS: dict[tuple, list] = {}
+_PACKINGS = GraphMemo(CACHE)
+_FORESTS = GraphMemo(CACHE)
 
 
 def packing_for(graph: nx.Graph) -> tuple[tuple[float, bool], Packing]:
     """The (cached) ``traffic.cuts.tree_allreduce_rate`` of ``graph`` and its packing LP's
     trees."""
-    key = fingerprint(graph)
-    if key not in _PACKINGS:
-        if len(_PACKINGS) >= CACHE:
-            del _PACKINGS[next(iter(_PACKINGS))]
+    def make():
         rate = tree_allreduce_rate(graph)
-        _PACKINGS[key] = rate, packing_forest(graph, rate)
-    return _PACKINGS[key]
+        return rate, packing_forest(graph, rate)
+
+    return _PACKINGS.get(fingerprint(graph), make)
 
 
 @dataclass(frozen=True)
@@ -303,12 +302,8 @@ def forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed_
     """The first ``count`` (default all) forest rows of ``graph`` for a buffer of
     ``size_bytes``: FOREST_OPTIONS, then FAMILIES (cached: training builds an env per
     episode)."""
-    key = (fingerprint(graph), size_bytes, dtype, goodput, fixed_s, count)
-    if key not in _FORESTS:
-        if len(_FORESTS) >= CACHE:
-            del _FORESTS[next(iter(_FORESTS))]
-        _FORESTS[key] = _forests(graph, size_bytes, dtype, goodput, fixed_s, count)
-    return _FORESTS[key]
+    return _FORESTS.get((fingerprint(graph), size_bytes, dtype, goodput, fixed_s, count),
+                        lambda: _forests(graph, size_bytes, dtype, goodput, fixed_s, count))
 
 
 def _forests(graph: nx.Graph, size_bytes: int, dtype: str, goodput: float, fixed_s: float,

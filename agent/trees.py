@@ -34,6 +34,7 @@ import numpy as np
 from topology import fingerprint, link_rate_mbps
 from topology import paths as topology_paths
 from topology import servers as topology_servers
+from topology.links import GraphMemo
 
 #: Paths interned per ordered server pair.
 PATHS_PER_PAIR = 3
@@ -386,16 +387,11 @@ def _search_cycles(ov: Overlay, seed: int, count: int,
 
 #: Overlays kept (oldest dropped first).
 OVERLAY_CACHE = 64
-_OVERLAYS: dict[tuple, Overlay] = {}
+_OVERLAYS = GraphMemo(OVERLAY_CACHE)
 
 
 def overlay_for(graph: nx.Graph, seed: int = 0, turns: int = 2) -> Overlay:
     """The (cached) Overlay of a graph, keyed by its ``topology.fingerprint`` (spec, links,
     rates), ``seed`` and ``turns`` (chunks per server, which decide whether ring-packing
     tours are usable)."""
-    key = (fingerprint(graph), seed, turns)
-    if key not in _OVERLAYS:
-        if len(_OVERLAYS) >= OVERLAY_CACHE:
-            del _OVERLAYS[next(iter(_OVERLAYS))]
-        _OVERLAYS[key] = Overlay(graph, seed, turns)
-    return _OVERLAYS[key]
+    return _OVERLAYS.get((fingerprint(graph), seed, turns), lambda: Overlay(graph, seed, turns))

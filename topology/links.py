@@ -194,3 +194,28 @@ def fingerprint(graph: nx.Graph) -> tuple:
                          for a, b, d in graph.edges(data=True)))
     return (spec.get("family"), repr(sorted((spec.get("params") or {}).items())),
             float(graph.graph.get("bw_mbps") or 0.0), edges, relays(graph))
+
+
+class GraphMemo:
+    """Answers kept per graph (keys usually begin with ``fingerprint``), at most ``size`` of
+    them: the oldest is dropped first.
+
+    >>> memo = GraphMemo(2)
+    >>> [memo.get(k, lambda k=k: k * 10) for k in (1, 2, 1, 3)], len(memo)
+    ([10, 20, 10, 30], 2)
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: dict = {}
+
+    def get(self, key, make):
+        """The answer kept for ``key``, made by ``make()`` (and kept) when there is none."""
+        if key not in self._kept:
+            if len(self._kept) >= self.size:
+                del self._kept[next(iter(self._kept))]
+            self._kept[key] = make()
+        return self._kept[key]
+
+    def __len__(self) -> int:
+        return len(self._kept)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from topology.links import fingerprint
+from topology.links import GraphMemo, fingerprint
 from traffic.overlay import Router
 from traffic.schedule import segments
 from traffic.trees import Builder
@@ -24,9 +24,8 @@ from traffic.trees import Builder
 SIGNIFICANT = 0.02
 #: Bound on the transfers the rounds of ``ring_packing`` may add up to (by default).
 MAX_TRANSFERS = 50_000
-#: Graphs whose ring packing ``ring_packing`` keeps (the oldest is dropped first).
-CACHE = 8
-_PACKINGS: dict[tuple, tuple[list, float]] = {}
+#: The ring packings ``ring_packing`` keeps, one per graph and ``rounds`` (8 at most).
+_PACKINGS = GraphMemo(8)
 
 
 def emit_ring(builder: Builder, order: list[str], paths: list[tuple[str, ...]], offset: int,
@@ -181,12 +180,8 @@ def ring_packing(router: Router, rounds: int | None = None) -> tuple[
     (``topology.links.fingerprint``, the servers by rank) and ``rounds``: the baselines and
     the learned scheduler's rows ask for it several times per graph.
     """
-    key = (fingerprint(router.graph), tuple(router.servers), rounds)
-    if key not in _PACKINGS:
-        if len(_PACKINGS) >= CACHE:
-            del _PACKINGS[next(iter(_PACKINGS))]
-        _PACKINGS[key] = _ring_packing(router, rounds)
-    rings, cost = _PACKINGS[key]
+    rings, cost = _PACKINGS.get((fingerprint(router.graph), tuple(router.servers), rounds),
+                                lambda: _ring_packing(router, rounds))
     return [(w, list(order), list(hops)) for w, order, hops in rings], cost
 
 

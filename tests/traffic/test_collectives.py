@@ -143,10 +143,11 @@ def test_deterministic(graphs):
 
 
 def test_ring_packing_is_kept_per_graph_and_callers_get_their_own_lists(monkeypatch):
+    from topology.links import GraphMemo
     from traffic import rings
     from traffic.overlay import Router
 
-    monkeypatch.setattr(rings, "_PACKINGS", {})
+    monkeypatch.setattr(rings, "_PACKINGS", GraphMemo(8))
     graph = tp.make_graph("dcell", n=3, k=1)
     first, cost = rings.ring_packing(Router(graph))
     assert (first, cost) == rings._ring_packing(Router(graph), None)
