@@ -77,8 +77,9 @@ def main() -> None:
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is None:
             continue
-        if value < (0 if key == "max_transfers" else 1):
-            parser.error(f"{flag} must be a positive integer, got {value}")
+        least = 0 if key == "max_transfers" else 1
+        if value < least:
+            parser.error(f"{flag} must be an integer >= {least}, got {value}")
         options[key] = value
     if options:  # the scheduler's floor unless told otherwise (packing_plan's is 1 element)
         options["min_chunk"] = max(1, options.get("min_chunk", MIN_CHUNK_BYTES)

@@ -194,8 +194,8 @@ step_pip() {
 }
 
 installed_listing() {  # a digest of the venv's installed distributions and their versions
-    "$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' |
-        xargs -I{} find {} -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sort | sha256sum | cut -d' ' -f1
+    local site; site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    find "$site" -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sort | sha256sum | cut -d' ' -f1
 }
 
 # --- 4. `python` wrapper for sudo (secure_path puts /usr/local/bin first) --------------------------
