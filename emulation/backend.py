@@ -93,10 +93,11 @@ def run_schedule(net: Any, schedule: Schedule, workdir: Path, *, seed: int = 0,
         for failure in failures:
             net.set_link(*failure["link"], up=True)
     ours = {r["tcp_port"] for r in background}
-    for _ in range(2):
+    for _ in range(3):
         # Counters only grow, and no traffic flows now: when the proof falls short, the
-        # datapath may not have pushed its last counts yet (seen once in many runs), so it
-        # is read once more after further revalidation before the run is declared unproven.
+        # revalidation cycle the read waited for may have begun before the last bytes (see
+        # emulation.net.SyncedClient), so it is read again, each read after one more
+        # cycle, before the run is declared unproven.
         stats = net.client.route_stats()
         proof = verify_routes(schedule, net.topology, {
             **stats, "routes": [e for e in stats.get("routes", []) if e["tcp_port"] not in ours]})

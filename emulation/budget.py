@@ -24,6 +24,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from simulator.page import CACHE
+
 #: Share of the raw forwarding rate (one bulk flow, alone) up to which a run's offered load
 #: keeps the shaping exact. Fitted once, on the development machine: the probe measured
 #: about 5 100 Mbit/s there, and multitree's error on BCube(4,1) stopped falling below about
@@ -47,7 +49,6 @@ CHAIN = 4
 PROBE_MBPS = 20_000.0
 #: Bounds of an automatic link rate, Mbit/s.
 MIN_RATE, MAX_RATE = 0.1, 1000.0
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "allreduce-testbed"
 
 
 def probe_graph(length: int = CHAIN) -> nx.Graph:

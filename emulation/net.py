@@ -539,10 +539,17 @@ class EmulatedNetwork:
         self._procs = []
         net, self.net = self.net, None
         if net is not None:
+            unlinking: list[subprocess.Popen] = []
             try:
+                unlinking = self._unlink(net)
                 net.stop()
             except Exception as exc:  # keep tearing down; report at the end
                 print(f"emulation: Mininet stop failed: {exc}", file=sys.stderr)
+            for proc in unlinking:
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    probes.kill(proc)  # what it left, remove_run deletes below
             for c in net.controllers:
                 c.terminate()
         if self.controller is not None:
@@ -564,6 +571,35 @@ class EmulatedNetwork:
         if self.state.path.exists():
             netstate.remove_run(self.state)
         self._lock.release()
+
+    def _unlink(self, net) -> list[subprocess.Popen]:
+        """Start deleting every link with a switch end (one ``ip -batch`` per namespace
+        holding such ends) and take those links off Mininet's list: its stop deletes both
+        ends of each link, one shell command at a time, before it removes the bridges, while
+        these batches run alongside the bridges' removal (deleting one end of a veth deletes
+        the pair). Links between two servers stay Mininet's. Returns the batches' processes;
+        what they leave in the root namespace, ``netstate.remove_run`` deletes."""
+        ends: dict[str | None, list] = {}
+        rest = []
+        for link in net.links:
+            end = next((i.name for i in (link.intf1, link.intf2) if i.name in self.port_netns),
+                       None)
+            if end is None:
+                rest.append(link)
+            else:
+                ends.setdefault(self.port_netns[end], []).append((end, link))
+        procs = []
+        for netns, mine in ends.items():
+            batch = self.workdir / f"unlink-{netns or 'root'}.batch"
+            try:
+                batch.write_text("".join(f"link del dev {name}\n" for name, _ in mine))
+                procs.append(subprocess.Popen(
+                    ["ip", *(["-n", netns] if netns else []), "-force", "-batch", str(batch)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            except OSError:
+                rest += [link for _, link in mine]  # Mininet deletes them
+        net.links = rest
+        return procs
 
     # --- using the network ------------------------------------------------------------------
 
@@ -687,17 +723,19 @@ class EmulatedNetwork:
 
 class SyncedClient(ControllerClient):
     """The controller's client, whose ``route_stats`` first waits for every Open vSwitch
-    instance to push its datapath flows' counters into the OpenFlow rules: they lag by up to
-    one revalidation cycle (500 ms by default), so counters read right after a run would miss
-    its last bytes. ``instances``: the extra ones (``emulation.ovs.Instance``)."""
+    instance to end a revalidation cycle (500 ms apart by default), which pushes the
+    datapath flows' counters into the OpenFlow rules: counters read right after a run
+    would miss its last bytes. A cycle already running when the wait began may have read
+    some counters before the last bytes, so a reader that needs every byte reads again when
+    they fall short (``emulation.backend.run_schedule``): that read's cycle began after
+    this one ended. ``instances``: the extra ones (``emulation.ovs.Instance``)."""
 
     def __init__(self, host: str, port: int, instances: list | None = None) -> None:
         super().__init__(host, port)
         self.instances = instances if instances is not None else []
 
     def route_stats(self) -> dict:
-        for _ in range(2):  # the cycle running now may have read its counters already
-            ovs.revalidate(self.instances)
+        ovs.revalidate(self.instances)
         return super().route_stats()
 
 

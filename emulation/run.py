@@ -295,6 +295,9 @@ def emulate(args: argparse.Namespace, graph: nx.Graph, size_bytes: int,
         goodput, startup_s, probe, failover_s = 1.0, 0.0, None, RTO_MIN_MS / 1e3
         frame_bytes = 0
         addresses = {s: net.ip(s) for s in net.servers}
+        # Every server's worker starts now and imports while the calibration's flow runs (a
+        # worker is idle once started), not when the first schedule needs it.
+        net.workers.get(net.servers)
 
         if not args.no_calibrate:
             probe = calibrate(net, graph, out / "workers", args.timeout_s, hop_s)

@@ -13,9 +13,11 @@ Altair and vl-convert are imported only when a page is built.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,9 @@ REQUIRED = {"schema": int, "source": str, "name": str, "topology": dict, "bw_mbp
 ROW = {"scheduler": str, "transfers": int, "simulated_s": float, "simulated": dict,
        "simulated_links": dict, "transfer_list": list}
 SOURCES = ("emulated", "simulated")
+#: The project's per-user cache folder: the page's script bundle here, the emulation's
+#: per-machine budgets (``emulation.budget``).
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "allreduce-testbed"
 
 
 class ReportError(ValueError):
@@ -485,11 +490,26 @@ vegaEmbed("#charts", {data}, {{"renderer": "svg", "actions": false}})
 
 
 @functools.cache
-def _bundle() -> str:
-    """Vega, Vega-Lite and vega-embed in one script (vl-convert's, offline)."""
+def _bundle(cache: Path = CACHE) -> str:
+    """Vega, Vega-Lite and vega-embed in one script (vl-convert's, offline), made once per
+    vl-convert version and kept in ``cache``; without a writable cache, made each time."""
     import vl_convert
 
-    return vl_convert.javascript_bundle()
+    path = cache / f"vega-bundle-{vl_convert.__version__}.js"
+    try:
+        return path.read_text()
+    except (OSError, UnicodeError):
+        pass
+    bundle = vl_convert.javascript_bundle()
+    part = path.with_name(f"{path.name}.{os.getpid()}")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        part.write_text(bundle)
+        part.replace(path)  # whole or not at all: another run may read it meanwhile
+    except OSError:
+        with contextlib.suppress(OSError):
+            part.unlink(missing_ok=True)
+    return bundle
 
 
 def write(doc: dict, path: Path) -> Path:

@@ -61,6 +61,14 @@ def test_pingall_through_the_controllers_rules(family, params, tmp_path):
         # fail mode secure + table-miss drop: an address nobody routes goes nowhere
         out = net.host(net.servers[0]).cmd("ping -c1 -W1 10.0.99.99")
         assert "1 received" not in out
+        links = plan_links(net.topology)
+        hosts = set(net.topology.hosts)
+    # the teardown deleted each link with a switch end in one batch, the rest through Mininet
+    switched = [link for link in links if {link["a"], link["b"]} - hosts]
+    batch = (tmp_path / "net" / "unlink-root.batch").read_text().splitlines()
+    assert len(batch) == len(switched)
+    assert not [name for link in links for name in (link["intf_a"], link["intf_b"])
+                if netstate.link_exists(name)]
 
 
 def base_bytes(bridge: str, ip: str) -> int:

@@ -198,3 +198,18 @@ def test_emulation_report_refuses_a_bad_directory(tmp_path, content, message):
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_script_bundle_is_kept_per_version(tmp_path, monkeypatch):
+    vl_convert = pytest.importorskip("vl_convert")
+    made = []
+    monkeypatch.setattr(vl_convert, "javascript_bundle", lambda: made.append(1) or "var x;")
+    assert page._bundle.__wrapped__(tmp_path) == "var x;"
+    assert page._bundle.__wrapped__(tmp_path) == "var x;"
+    assert len(made) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [
+        f"vega-bundle-{vl_convert.__version__}.js"]
+    unwritable = tmp_path / "file"
+    unwritable.write_text("")
+    assert page._bundle.__wrapped__(unwritable / "cache") == "var x;"
+    assert len(made) == 2
