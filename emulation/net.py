@@ -542,6 +542,9 @@ class EmulatedNetwork:
             unlinking: list[subprocess.Popen] = []
             try:
                 unlinking = self._unlink(net)
+            except Exception as exc:  # Mininet's stop deletes the links instead
+                print(f"emulation: batch link deletion failed: {exc}", file=sys.stderr)
+            try:
                 net.stop()
             except Exception as exc:  # keep tearing down; report at the end
                 print(f"emulation: Mininet stop failed: {exc}", file=sys.stderr)
