@@ -308,11 +308,12 @@ for name in ("topology", "traffic", "simulator", "agent", "controller", "emulati
         sys.exit(f"{name}: found {origin}")
 EOF
     # numba compiles these on first use (about 15 s) and caches them beside the sources.
-    item "compiled simulator, chain and max-flow loops built (numba cache)" "$fix" vpy - <<'EOF'
+    item "compiled simulator, chain, max-flow and arborescence loops built (numba cache)" "$fix" vpy - <<'EOF'
 import numpy as np
 import topology
 from agent.chains import longest_chain
 from simulator import simulate
+from traffic.arborescence import min_arborescence
 from traffic.collectives import build
 from traffic.maxflow import Network
 graph = topology.make_graph("bcube", n=2, k=1)
@@ -320,6 +321,7 @@ simulate(graph, build("ring", graph, 4096, "float32"))
 none = np.zeros(2, np.int64)
 longest_chain(none, none[:0], none, none[:0], np.ones(1), np.ones(1), 0.0)
 Network(2, np.array([0]), np.array([1]), np.array([1])).flow(0, 1, 1)
+min_arborescence(np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]]), 0)
 EOF
     item --optional "'sudo python' runs $VENV/bin/python" "$fix (writes $WRAPPER unless it is not ours)" \
         bash -c "cd '$REPO' && command -v sudo >/dev/null && [ \"\$(env PATH=/usr/local/bin:/usr/bin:/bin python -c 'import sys; print(sys.prefix)')\" = '$VENV' ]"

@@ -19,19 +19,21 @@ the optimal weightings, the one with the shallowest trees.
 
 Unlike ``multitree``, which spreads fixed tree or ring shapes evenly over the links and so
 assumes one link rate, the packing reads every link's capacity, so a slow link carries
-proportionally less. Pure: standard library, networkx, numpy and scipy.
+proportionally less. Pure: standard library, networkx, numpy, scipy (shortest paths)
+and highspy (the LP); the arborescences are compiled (``traffic.arborescence``).
 """
 
 from __future__ import annotations
 
+import highspy
 import networkx as nx
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import csr_matrix, hstack
+from scipy.sparse import csc_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from topology.links import relays
 from topology.routing import servers as servers_by_rank
+from traffic.arborescence import min_arborescence
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
 from traffic.overlay import Tree, depth
 from traffic.schedule import segments
@@ -48,7 +50,7 @@ SLACKS = (0, 1, 2, 4, 8, None)
 #: and the most loaded link per unit of capacity).
 SEED_ROUNDS = 16
 SEED_SPREAD = 8.0
-#: The final re-weighting (``_shallowest``) keeps each root's rate within this (relative).
+#: The final re-weighting (``_Master.shallowest``) keeps each root's rate within this (relative).
 SHALLOW_RTOL = 1e-9
 #: Trees whose rate is below this fraction of their root's total are dropped (LP round-off).
 MIN_SHARE = 1e-6
@@ -163,64 +165,6 @@ class _Network:
         return out[::-1]
 
 
-def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:
-    """Parents of the minimum-cost spanning arborescence rooted at ``root`` of the complete
-    digraph with edge costs ``cost[u, v]`` (Chu-Liu/Edmonds, dense, O(n^3)); parent[root] = -1."""
-    n = cost.shape[0]
-    c = np.array(cost, dtype=float)
-    np.fill_diagonal(c, np.inf)
-    c[:, root] = np.inf
-    parent = np.argmin(c, axis=0)
-    parent[root] = -1
-    # Find a cycle among the chosen parent edges.
-    state = np.zeros(n, dtype=np.int64)  # 0 unseen, 1 on current walk, 2 done
-    cycle = None
-    for start in range(n):
-        walk, v = [], start
-        while v != -1 and state[v] == 0:
-            state[v] = 1
-            walk.append(v)
-            v = parent[v]
-        if v != -1 and state[v] == 1:
-            cycle = walk[walk.index(v):]
-        for w in walk:
-            state[w] = 2
-        if cycle:
-            break
-    if cycle is None:
-        return parent
-    inside = np.zeros(n, dtype=bool)
-    inside[cycle] = True
-    outside = np.flatnonzero(~inside)
-    cyc = np.array(cycle)
-    m = len(outside) + 1  # contracted node is m - 1
-    sub = np.full((m, m), np.inf)
-    sub[:m - 1, :m - 1] = c[np.ix_(outside, outside)]
-    # Into the cycle: entering v replaces v's cycle edge.
-    enter = c[np.ix_(outside, cyc)] - c[parent[cyc], cyc][None, :]
-    pick_in = np.argmin(enter, axis=1)
-    sub[:m - 1, m - 1] = enter[np.arange(len(outside)), pick_in]
-    # Out of the cycle: the cheapest edge from any cycle node.
-    leave = c[np.ix_(cyc, outside)]
-    pick_out = np.argmin(leave, axis=0)
-    sub[m - 1, :m - 1] = leave[pick_out, np.arange(len(outside))]
-    new_root = int(np.flatnonzero(outside == root)[0])
-    sub_parent = min_arborescence(sub, new_root)
-    result = parent.copy()
-    for i, v in enumerate(outside):
-        p = sub_parent[i]
-        if p == -1:
-            result[v] = -1
-        elif p == m - 1:
-            result[v] = cyc[pick_out[i]]
-        else:
-            result[v] = outside[p]
-    u = sub_parent[m - 1]
-    entry = cyc[pick_in[u]]
-    result[entry] = outside[u]
-    return result
-
-
 def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: list[list[int]],
                    level: np.ndarray | None = None, slack: int = 0
                    ) -> dict[str, tuple[str, list[int]]]:
@@ -259,14 +203,14 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
 
     Column generation. Each pricing stage (SLACKS: shallow trees first, a shallow tree
     pipelines in fewer steps) starts by adding SEED_ROUNDS trees per root found by
-    multiplicative weights (``_seed``); where the first stage's seeds already reach the
-    optimum (within SHALLOW_RTOL), the final re-weighting at it is the only LP. Else each
-    round adds, for every root whose cheapest
-    tree of the stage under the LP's dual prices costs less than its dual, that tree; a stage
-    ends when no root finds one. Stops at the max-flow optimum
-    (``traffic.cuts.packing_rate``, within RATE_RTOL), when the last stage ends, or after
-    ``max_iterations`` rounds; ``Packing.rate`` says what was reached. The rates are then
-    re-weighted to the least total weight x height at that rate (``_shallowest``).
+    multiplicative weights (``_seed``); most graphs' first seeds already reach the optimum.
+    Else each round adds, for every root whose cheapest tree of the stage under the LP's
+    dual prices costs less than its dual, that tree; a stage ends when no root finds one.
+    The master LP is one HiGHS model (``_Master``) that goes on from its last basis. Stops
+    at the max-flow optimum (``traffic.cuts.packing_rate``, within RATE_RTOL), when the last
+    stage ends, or after ``max_iterations`` rounds; ``Packing.rate`` says what was reached.
+    The rates are then re-weighted to the least total weight x height at that rate
+    (``_Master.shallowest``).
     ``optimum``: x* when the caller has it already (bit/s per server, at this goodput).
 
     ``overlap``: pack a second family, the trees every shard is reduced up, in the same LP
@@ -279,7 +223,7 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
         optimum = (overlap_rate(graph, goodput=goodput) if overlap
                    else packing_rate(graph, goodput=goodput)[0])
     net = _Network(graph, goodput)
-    n, m = len(net.servers), len(net.links)
+    n = len(net.servers)
     families = 2 if overlap else 1
     position = {e: i for i, e in enumerate(net.links)}
     reverse = np.array([position[(b, a)] for a, b in net.links])
@@ -291,18 +235,15 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     hops = net.hops()
     _seed(net, hops, cap, reverse, families, SLACKS[0], columns, trees)
     rows = families * n
-    # Most graphs' seeds reach the optimum: then the final re-weighting at the optimum is
-    # the only LP. Where it is infeasible the seeds fall short, and column generation runs.
-    iterations = 0
-    heights = _heights(net, columns, trees)
-    weights = _shallowest(columns, heights, cap, rows, m, optimum / scale * (1 - SHALLOW_RTOL))
+    # One master LP, warm-started as columns come: most graphs' seeds reach the optimum at
+    # once, and column generation runs where they fall short.
+    master = _Master(cap, rows, optimum / scale)
+    master.add(columns)
+    rate, iterations = _generate(net, hops, cap, reverse, families, columns, trees, master,
+                                 optimum / scale, max_iterations)
+    weights = master.shallowest(_heights(net, columns, trees), rate * (1 - SHALLOW_RTOL))
     if weights is None:
-        rate, iterations = _generate(net, hops, cap, reverse, families, columns, trees,
-                                     optimum / scale, max_iterations)
-        heights += _heights(net, columns[len(heights):], trees[len(heights):])
-        weights = _shallowest(columns, heights, cap, rows, m, rate * (1 - SHALLOW_RTOL))
-        if weights is None:
-            raise RuntimeError("the packing LP failed: no weights at the master LP's rate")
+        raise RuntimeError("the packing LP failed: no weights at the master LP's rate")
     packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
     for (row, _), links, w in zip(columns, trees, weights):
         packed[row // n][net.servers[row % n]].append((w * scale, links))
@@ -320,16 +261,15 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
 
 
 def _generate(net: _Network, hops: np.ndarray, cap: np.ndarray, reverse: np.ndarray,
-              families: int, columns: list, trees: list, optimum: float,
+              families: int, columns: list, trees: list, master: _Master, optimum: float,
               max_iterations: int) -> tuple[float, int]:
     """Column generation from the seeds of the first stage in ``columns`` and ``trees``
-    (appended to) until the master LP reaches ``optimum`` (in units of the fastest link,
-    within RATE_RTOL), the last stage ends or ``max_iterations`` rounds: (the master LP's
-    rate, rounds)."""
+    (appended to, and added to ``master``) until the master LP reaches ``optimum`` (in
+    units of the fastest link, within RATE_RTOL), the last stage ends or ``max_iterations``
+    rounds: (the master LP's rate, rounds)."""
     stages = list(SLACKS[1:])
     slack = SLACKS[0]
-    rows, m = len(net.servers) * families, len(cap)
-    rate, _, price, dual = _solve(columns, cap, rows, m)
+    rate, price, dual = master.solve()
     center, best_bound = None, np.inf
     iterations = 0
     while rate < optimum * (1 - RATE_RTOL) and iterations < max_iterations:
@@ -359,7 +299,8 @@ def _generate(net: _Network, hops: np.ndarray, cap: np.ndarray, reverse: np.ndar
                 break
             slack = stages.pop(0)
             _seed(net, hops, cap, reverse, families, slack, columns, trees)
-        rate, _, price, dual = _solve(columns, cap, rows, m)
+        master.add(columns[master.columns:])
+        rate, price, dual = master.solve()
     return rate, iterations
 
 
@@ -398,8 +339,8 @@ def _cheapest_trees(net: _Network, price: np.ndarray, hops: np.ndarray, slack: i
     return found, uses
 
 
-def _uses(columns: list[tuple[int, list[int]]], n: int, m: int):
-    """The master LP's tree columns: a sparse (n + m) x k matrix with -1 in the tree's root
+def _uses(columns: list[tuple[int, list[int]]], n: int, m: int) -> csc_matrix:
+    """Tree columns of the master LP: a sparse (n + m) x k matrix with -1 in the tree's root
     row and its use count in every link's row (n + link id)."""
     k = len(columns)
     lens = np.array([len(ids) for _, ids in columns], dtype=np.int64)
@@ -407,34 +348,68 @@ def _uses(columns: list[tuple[int, list[int]]], n: int, m: int):
     rows = np.concatenate([[r for r, _ in columns], n + links])
     cols = np.concatenate([np.arange(k), np.repeat(np.arange(k), lens)])
     data = np.concatenate([np.full(k, -1.0), np.ones(len(links))])
-    return csr_matrix((data, (rows, cols)), shape=(n + m, k))
+    return csc_matrix((data, (rows, cols)), shape=(n + m, k))
 
 
-def _solve(columns: list[tuple[int, list[int]]], cap: np.ndarray, n: int, m: int):
-    """The restricted master LP: (rate, tree weights, link prices, root duals)."""
-    rate = csr_matrix((np.ones(n), (np.arange(n), np.zeros(n, dtype=np.int64))),
-                      shape=(n + m, 1))
-    a_ub = hstack([rate, _uses(columns, n, m)], format="csr")
-    b_ub = np.concatenate([np.zeros(n), cap])
-    c = np.zeros(len(columns) + 1)
-    c[0] = -1.0
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
-    if res.status != 0:
-        raise RuntimeError(f"the packing LP failed: {res.message}")
-    marg = -res.ineqlin.marginals
-    return float(res.x[0]), res.x[1:], np.maximum(marg[n:], 0.0), np.maximum(marg[:n], 0.0)
+class _Master:
+    """The master LP, kept in one HiGHS model so that every solve starts from the last
+    basis: column 0 is the rate x (0 <= x <= the optimum), the others are tree weights.
 
+        maximise x  subject to  x - sum of the weights of r's trees <= 0   for every root r
+                                sum of the uses of link e by the trees <= capacity(e)
 
-def _shallowest(columns: list[tuple[int, list[int]]], heights: list[int], cap: np.ndarray,
-                n: int, m: int, rate: float) -> np.ndarray | None:
-    """Tree weights that give every root ``rate`` within the links' capacities at the least
-    total weight x height: of the master LP's many optimal vertices, one whose trees
-    pipeline in fewest steps. None when the LP finds none (the trees cannot give every root
-    ``rate``, or HiGHS could not tell)."""
-    b_ub = np.concatenate([np.full(n, -rate), cap])
-    res = linprog(np.asarray(heights, dtype=float), A_ub=_uses(columns, n, m), b_ub=b_ub,
-                  bounds=(0, None), method="highs")
-    return res.x if res.status == 0 else None
+    ``shallowest`` then fixes x and minimises the total weight x height instead."""
+
+    def __init__(self, cap: np.ndarray, n: int, optimum: float) -> None:
+        self.n, self.columns = n, 0
+        self.lp = highspy.Highs()
+        self.lp.setOptionValue("output_flag", False)
+        m = len(cap)
+        none = np.array([], dtype=np.int32)
+        self.lp.addRows(n + m, np.full(n + m, -highspy.kHighsInf),
+                        np.concatenate([np.zeros(n), cap]), 0, none, none, np.array([]))
+        self.lp.addCol(-1.0, 0.0, optimum, n, np.arange(n, dtype=np.int32), np.ones(n))
+
+    def add(self, columns: list[tuple[int, list[int]]]) -> None:
+        """Add tree columns (row: root + family x N, link ids with repeats)."""
+        if not columns:
+            return
+        a = _uses(columns, self.n, self.lp.getNumRow() - self.n)
+        k = len(columns)
+        self.lp.addCols(k, np.zeros(k), np.zeros(k), np.full(k, highspy.kHighsInf), a.nnz,
+                        a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32), a.data)
+        self.columns += k
+
+    def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """(rate, link prices, root duals) of the LP over the columns added so far."""
+        self._run()
+        solution = self.lp.getSolution()
+        dual = -np.asarray(solution.row_dual)
+        return (float(solution.col_value[0]), np.maximum(dual[self.n:], 0.0),
+                np.maximum(dual[:self.n], 0.0))
+
+    def shallowest(self, heights: list[int], rate: float) -> np.ndarray | None:
+        """Tree weights that give every root ``rate`` within the links' capacities at the
+        least total weight x height: of the master LP's many optimal vertices, one whose
+        trees pipeline in fewest steps. None when HiGHS finds none."""
+        # The max-rate basis stays feasible with x fixed: primal simplex goes on from it
+        # (HiGHS's default, dual simplex, would start over).
+        self.lp.setOptionValue("simplex_strategy", 4)
+        self.lp.changeColBounds(0, rate, rate)
+        self.lp.changeColCost(0, 0.0)
+        k = self.columns
+        self.lp.changeColsCost(k, np.arange(1, k + 1, dtype=np.int32),
+                               np.asarray(heights, dtype=float))
+        if self.lp.run() != highspy.HighsStatus.kOk \
+                or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        return np.asarray(self.lp.getSolution().col_value[1:])
+
+    def _run(self) -> None:
+        if self.lp.run() != highspy.HighsStatus.kOk \
+                or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError("the packing LP failed: HiGHS says "
+                               f"{self.lp.modelStatusToString(self.lp.getModelStatus())}")
 
 
 def _heights(net: _Network, columns: list[tuple[int, list[int]]], trees: list) -> list[int]:

@@ -9,12 +9,12 @@ import pytest
 
 import topology as tp
 from simulator import lower_bound, packing_bound, simulate
+from traffic.arborescence import min_arborescence
 from traffic.collectives import build
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
 from traffic.packing import (
+    _Master,
     _paired,
-    _shallowest,
-    min_arborescence,
     pack_trees,
     packing_plan,
     rate_parts,
@@ -150,10 +150,30 @@ def test_the_final_weighting_keeps_the_shallowest_of_the_optimal_trees():
     # rate; the least weight x height is all on the shallow trees, within the capacities.
     columns = [(0, [0, 1]), (0, [0, 1]), (1, [2]), (1, [2])]
     heights = [3, 1, 1, 5]
-    weights = _shallowest(columns, heights, np.array([1.0, 1.0, 0.5]), 2, 3, 0.5)
-    assert weights == pytest.approx([0.0, 0.5, 0.5, 0.0])
-    # Above what the trees can carry there are no weights: pack_trees then generates columns.
-    assert _shallowest(columns, heights, np.array([1.0, 1.0, 0.5]), 2, 3, 0.75) is None
+    cap = np.array([1.0, 1.0, 0.5])
+    master = _Master(cap, 2, 0.5)
+    master.add(columns)
+    assert master.solve()[0] == pytest.approx(0.5)
+    assert master.shallowest(heights, 0.5) == pytest.approx([0.0, 0.5, 0.5, 0.0])
+    # Above what the trees can carry there are no weights.
+    short = _Master(cap, 2, 0.75)
+    short.add(columns)
+    rate, price, dual = short.solve()
+    assert rate == pytest.approx(0.5)
+    assert price @ cap == pytest.approx(0.5) and dual.sum() == pytest.approx(1.0)
+    assert short.shallowest(heights, 0.75) is None
+
+
+def test_the_master_lp_goes_on_from_its_last_basis_as_columns_come():
+    # Root 1 lent a share of link 0 reaches 0.75, root 0 keeping 0.75 of it.
+    columns = [(0, [0, 1]), (1, [2])]
+    master = _Master(np.array([1.0, 1.0, 0.5]), 2, 1.0)
+    master.add(columns)
+    assert master.solve()[0] == pytest.approx(0.5)
+    master.add([(1, [0])])
+    assert master.columns == 3
+    assert master.solve()[0] == pytest.approx(0.75)
+    assert master.shallowest([1, 1, 1], 0.75) == pytest.approx([0.75, 0.5, 0.25])
 
 
 @pytest.mark.parametrize("family,params,generated", [
