@@ -1,7 +1,7 @@
 """The optimal AllGather rate of a graph, from its cuts: the number that tree packings reach.
 
 Pure: standard library, networkx, numpy and ``traffic.maxflow`` (numba); ``overlap_rate``
-also scipy's LP. ``traffic.packing`` builds the trees that reach it;
+also HiGHS (highspy) for its LP. ``traffic.packing`` builds the trees that reach it;
 ``simulator.bounds.packing_bound`` turns ``tree_allreduce_rate`` into seconds.
 """
 
@@ -143,8 +143,9 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     the cuts the solution violates, until none is (relative ``rtol``). The LP relaxes the
     problem until it stops, so the rate returned is never below the true one.
     """
-    import numpy as np  # numpy, scipy: on use
-    from scipy.optimize import linprog
+    import highspy  # numpy, scipy, highspy: on use
+    import numpy as np
+    from scipy.sparse import csr_matrix
 
     names = servers_by_rank(graph)
     n = len(names)
@@ -159,14 +160,34 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     source = len(nodes)
     is_server = np.zeros(len(nodes), dtype=bool)
     is_server[servers] = True
-    # Balance at every switch: in - out of c1 = 0.
-    switch_rows = [i for i, v in enumerate(nodes) if not is_server[i]]
-    a_eq = np.zeros((len(switch_rows), 1 + m))
-    for r, w in enumerate(switch_rows):
-        a_eq[r, 1:] = (head == w).astype(float) - (tail == w).astype(float)
-    cuts: set[tuple[int, bytes]] = set()
+    # The LP over (x, c1), one HiGHS model: every round adds the cuts found as rows and goes
+    # on from the last basis.
+    lp = highspy.Highs()
+    lp.setOptionValue("output_flag", False)
+    none = np.array([], dtype=np.int32)
+    lp.addCols(1 + m, np.concatenate([[-1.0], np.zeros(m)]), np.zeros(1 + m),
+               np.concatenate([[highspy.kHighsInf], cap]), 0, none, none, np.array([]))
     rows: list[np.ndarray] = []
-    bound: list[float] = []
+    lower: list[float] = []
+    upper: list[float] = []
+
+    def flush() -> None:
+        if rows:
+            a = csr_matrix(np.array(rows))
+            lp.addRows(len(rows), np.array(lower), np.array(upper), a.nnz,
+                       a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32), a.data)
+            rows.clear()
+            lower.clear()
+            upper.clear()
+
+    # Balance at every switch: in - out of c1 = 0.
+    for w in np.flatnonzero(~is_server):
+        row = np.zeros(1 + m)
+        row[1:] = (head == w).astype(float) - (tail == w).astype(float)
+        rows.append(row)
+        lower.append(0.0)
+        upper.append(0.0)
+    cuts: set[tuple[int, bytes]] = set()
 
     def add_cut(phase: int, inside: np.ndarray) -> bool:
         key = (phase, inside.tobytes())
@@ -179,12 +200,13 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
         if phase == 0:  # gather: c1 leaving S >= k x
             crossing = inside[tail] & ~inside[head]
             row[1:][crossing] = -1.0
-            bound.append(0.0)
+            upper.append(0.0)
         else:  # scatter: (cap - c1) entering S >= k x
             crossing = ~inside[tail] & inside[head]
             row[1:][crossing] = 1.0
-            bound.append(float(cap[crossing].sum()))
+            upper.append(float(cap[crossing].sum()))
         rows.append(row)
+        lower.append(-highspy.kHighsInf)
         return True
 
     for t in servers:
@@ -194,17 +216,14 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
             add_cut(phase, alone)
             add_cut(phase, ~alone)
     units = 1e7  # max-flow capacities are integers: the fastest link is this many units
-    objective = np.zeros(1 + m)
-    objective[0] = -1.0
-    lp_bounds = [(0, None)] + [(0, float(c)) for c in cap]
     while True:
-        res = linprog(objective, A_ub=np.array(rows), b_ub=np.array(bound),
-                      A_eq=a_eq if len(switch_rows) else None,
-                      b_eq=np.zeros(len(switch_rows)) if len(switch_rows) else None,
-                      bounds=lp_bounds, method="highs")
-        if res.status != 0:
-            raise RuntimeError(f"the overlap LP failed: {res.message}")
-        x, c1 = float(res.x[0]), np.clip(res.x[1:], 0.0, cap)
+        flush()
+        if lp.run() != highspy.HighsStatus.kOk \
+                or lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError("the overlap LP failed: HiGHS says "
+                               f"{lp.modelStatusToString(lp.getModelStatus())}")
+        solution = np.asarray(lp.getSolution().col_value)
+        x, c1 = float(solution[0]), np.clip(solution[1:], 0.0, cap)
         per_server = int(np.floor(x * units))
         need = n * per_server
         if need == 0:
