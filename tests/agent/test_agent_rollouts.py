@@ -21,8 +21,7 @@ SMALL = {"seed": 3, "episodes": 8, "episodes_per_update": 4, "eval_every": 1, "s
 #: History of ``train(parse_instances(INSTANCES), TrainConfig(**SMALL))`` (seconds left
 #: out) from the in-process loop, recorded when the first decision's prior started at the
 #: ``predicted`` forest row, the forest rows were also fitted with full information
-#: (checkpoint format 4), the LP rows cut each shard among its trees by their rates and the
-#: packing LP went on from its last basis (highspy), which picks other optimal trees.
+#: (checkpoint format 4) and the LP rows cut each shard among its trees by their rates.
 BEFORE = [
     {"episodes": 4, "ref_ratio": 1.9692628182988405, "greedy_ref_ratio": 0.8752286633444772,
      "best_ref_ratio": 0.8752286633444772, "upper_pg": -0.0013871774775907398,
@@ -30,10 +29,10 @@ BEFORE = [
      "upper_kl": 0.0003816261887550354, "upper_rank_kl": 0.7934412956237793,
      "lower_pg": -0.0029228234925540164, "lower_v": 0.00855938345193863,
      "lower_ent": 0.4698590114712715, "lower_kl": 0.0001207963041451876},
-    {"episodes": 8, "ref_ratio": 1.5996326752602594, "greedy_ref_ratio": 0.8752286633444772,
-     "best_ref_ratio": 0.8752286633444772, "upper_pg": 0.2126784143038094,
-     "upper_v": 0.006424855091609061, "upper_ent": 1.374164342880249,
-     "upper_kl": 0.0002945522173831705, "upper_rank_kl": 0.8434067964553833,
+    {"episodes": 8, "ref_ratio": 1.5996327467855738, "greedy_ref_ratio": 0.8752286633444772,
+     "best_ref_ratio": 0.8752286633444772, "upper_pg": 0.21384104038588703,
+     "upper_v": 0.0064254627213813365, "upper_ent": 1.3739436864852905,
+     "upper_kl": 0.0002766561592579819, "upper_rank_kl": 0.6749528646469116,
      "lower_pg": -0.00037631775194313377, "lower_v": 0.0020738050516229123,
      "lower_ent": 0.48836900293827057, "lower_kl": 0.00011669814375636633},
 ]
