@@ -235,15 +235,21 @@ def pack_trees(graph: nx.Graph, *, goodput: float = 1.0, max_iterations: int = 5
     hops = net.hops()
     _seed(net, hops, cap, reverse, families, SLACKS[0], columns, trees)
     rows = families * n
-    # One master LP, warm-started as columns come: most graphs' seeds reach the optimum at
-    # once, and column generation runs where they fall short.
+    # Most graphs' seeds reach the optimum: then the final re-weighting at the optimum is
+    # the only LP. Where it is infeasible the seeds fall short, and column generation runs
+    # on the same HiGHS model, each round going on from the last basis.
     master = _Master(cap, rows, optimum / scale)
     master.add(columns)
-    rate, iterations = _generate(net, hops, cap, reverse, families, columns, trees, master,
-                                 optimum / scale, max_iterations)
-    weights = master.shallowest(_heights(net, columns, trees), rate * (1 - SHALLOW_RTOL))
+    iterations = 0
+    heights = _heights(net, columns, trees)
+    weights = master.shallowest(heights, optimum / scale * (1 - SHALLOW_RTOL))
     if weights is None:
-        raise RuntimeError("the packing LP failed: no weights at the master LP's rate")
+        rate, iterations = _generate(net, hops, cap, reverse, families, columns, trees, master,
+                                     optimum / scale, max_iterations)
+        heights += _heights(net, columns[len(heights):], trees[len(heights):])
+        weights = master.shallowest(heights, rate * (1 - SHALLOW_RTOL))
+        if weights is None:
+            raise RuntimeError("the packing LP failed: no weights at the master LP's rate")
     packed: list[dict[str, list]] = [{v: [] for v in net.servers} for _ in range(families)]
     for (row, _), links, w in zip(columns, trees, weights):
         packed[row // n][net.servers[row % n]].append((w * scale, links))
@@ -352,16 +358,17 @@ def _uses(columns: list[tuple[int, list[int]]], n: int, m: int) -> csc_matrix:
 
 
 class _Master:
-    """The master LP, kept in one HiGHS model so that every solve starts from the last
-    basis: column 0 is the rate x (0 <= x <= the optimum), the others are tree weights.
+    """The master LP, kept in one HiGHS model so that each ``solve`` after new columns goes
+    on from the last basis: column 0 is the rate x (0 <= x <= the optimum), the others are
+    tree weights.
 
         maximise x  subject to  x - sum of the weights of r's trees <= 0   for every root r
                                 sum of the uses of link e by the trees <= capacity(e)
 
-    ``shallowest`` then fixes x and minimises the total weight x height instead."""
+    ``shallowest`` fixes x and minimises the total weight x height instead."""
 
     def __init__(self, cap: np.ndarray, n: int, optimum: float) -> None:
-        self.n, self.columns = n, 0
+        self.n, self.columns, self.optimum = n, 0, optimum
         self.lp = highspy.Highs()
         self.lp.setOptionValue("output_flag", False)
         m = len(cap)
@@ -369,6 +376,7 @@ class _Master:
         self.lp.addRows(n + m, np.full(n + m, -highspy.kHighsInf),
                         np.concatenate([np.zeros(n), cap]), 0, none, none, np.array([]))
         self.lp.addCol(-1.0, 0.0, optimum, n, np.arange(n, dtype=np.int32), np.ones(n))
+        self.heights = False  # whether the objective is the heights' (``shallowest``)
 
     def add(self, columns: list[tuple[int, list[int]]]) -> None:
         """Add tree columns (row: root + family x N, link ids with repeats)."""
@@ -382,7 +390,13 @@ class _Master:
 
     def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
         """(rate, link prices, root duals) of the LP over the columns added so far."""
-        self._run()
+        if self.heights:  # back from ``shallowest``: its basis is no start for this LP
+            self.lp.clearSolver()
+            self._objective(0.0, self.optimum, -1.0, np.zeros(self.columns))
+        if self.lp.run() != highspy.HighsStatus.kOk \
+                or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError("the packing LP failed: HiGHS says "
+                               f"{self.lp.modelStatusToString(self.lp.getModelStatus())}")
         solution = self.lp.getSolution()
         dual = -np.asarray(solution.row_dual)
         return (float(solution.col_value[0]), np.maximum(dual[self.n:], 0.0),
@@ -391,26 +405,24 @@ class _Master:
     def shallowest(self, heights: list[int], rate: float) -> np.ndarray | None:
         """Tree weights that give every root ``rate`` within the links' capacities at the
         least total weight x height: of the master LP's many optimal vertices, one whose
-        trees pipeline in fewest steps. None when HiGHS finds none."""
+        trees pipeline in fewest steps. None when HiGHS finds none (the trees cannot give
+        every root ``rate``, or HiGHS could not tell)."""
         # Solved afresh: primal simplex from the max-rate basis is faster, but it ends at
         # other optimal vertices, whose trees pipeline worse or better by luck (BCube(4,1)
         # with a quarter-rate link: 1.091 x the optimum instead of 1.043).
         self.lp.clearSolver()
-        self.lp.changeColBounds(0, rate, rate)
-        self.lp.changeColCost(0, 0.0)
-        k = self.columns
-        self.lp.changeColsCost(k, np.arange(1, k + 1, dtype=np.int32),
-                               np.asarray(heights, dtype=float))
+        self._objective(rate, rate, 0.0, np.asarray(heights, dtype=float))
         if self.lp.run() != highspy.HighsStatus.kOk \
                 or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         return np.asarray(self.lp.getSolution().col_value[1:])
 
-    def _run(self) -> None:
-        if self.lp.run() != highspy.HighsStatus.kOk \
-                or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError("the packing LP failed: HiGHS says "
-                               f"{self.lp.modelStatusToString(self.lp.getModelStatus())}")
+    def _objective(self, low: float, high: float, rate_cost: float, costs: np.ndarray) -> None:
+        self.lp.changeColBounds(0, low, high)
+        self.lp.changeColCost(0, rate_cost)
+        k = self.columns
+        self.lp.changeColsCost(k, np.arange(1, k + 1, dtype=np.int32), costs)
+        self.heights = rate_cost == 0.0
 
 
 def _heights(net: _Network, columns: list[tuple[int, list[int]]], trees: list) -> list[int]:

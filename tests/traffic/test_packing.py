@@ -155,13 +155,14 @@ def test_the_final_weighting_keeps_the_shallowest_of_the_optimal_trees():
     master.add(columns)
     assert master.solve()[0] == pytest.approx(0.5)
     assert master.shallowest(heights, 0.5) == pytest.approx([0.0, 0.5, 0.5, 0.0])
-    # Above what the trees can carry there are no weights.
+    # Above what the trees can carry there are no weights; the max-rate LP then says how far
+    # they go, and its duals price new trees.
     short = _Master(cap, 2, 0.75)
     short.add(columns)
+    assert short.shallowest(heights, 0.75) is None
     rate, price, dual = short.solve()
     assert rate == pytest.approx(0.5)
     assert price @ cap == pytest.approx(0.5) and dual.sum() == pytest.approx(1.0)
-    assert short.shallowest(heights, 0.75) is None
 
 
 def test_the_master_lp_goes_on_from_its_last_basis_as_columns_come():
