@@ -1,7 +1,7 @@
 """The optimal AllGather rate of a graph, from its cuts: the number that tree packings reach.
 
 Pure: standard library, networkx, numpy and ``traffic.maxflow`` (numba); ``overlap_rate``
-also HiGHS (highspy) for its LP. ``traffic.packing`` builds the trees that reach it;
+also HiGHS for its LP (``traffic.lp``). ``traffic.packing`` builds the trees that reach it;
 ``simulator.bounds.packing_bound`` turns ``tree_allreduce_rate`` into seconds.
 """
 
@@ -143,9 +143,10 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     the cuts the solution violates, until none is (relative ``rtol``). The LP relaxes the
     problem until it stops, so the rate returned is never below the true one.
     """
-    import highspy  # numpy, scipy, highspy: on use
-    import numpy as np
+    import numpy as np  # numpy, scipy, HiGHS: on use
     from scipy.sparse import csr_matrix
+
+    from traffic.lp import INF, model, outcome, solved
 
     names = servers_by_rank(graph)
     n = len(names)
@@ -162,11 +163,10 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     is_server[servers] = True
     # The LP over (x, c1), one HiGHS model: every round adds the cuts found as rows and goes
     # on from the last basis.
-    lp = highspy.Highs()
-    lp.setOptionValue("output_flag", False)
+    lp = model()
     none = np.array([], dtype=np.int32)
     lp.addCols(1 + m, np.concatenate([[-1.0], np.zeros(m)]), np.zeros(1 + m),
-               np.concatenate([[highspy.kHighsInf], cap]), 0, none, none, np.array([]))
+               np.concatenate([[INF], cap]), 0, none, none, np.array([]))
     rows: list[np.ndarray] = []
     lower: list[float] = []
     upper: list[float] = []
@@ -206,7 +206,7 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
             row[1:][crossing] = 1.0
             upper.append(float(cap[crossing].sum()))
         rows.append(row)
-        lower.append(-highspy.kHighsInf)
+        lower.append(-INF)
         return True
 
     for t in servers:
@@ -218,10 +218,8 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     units = 1e7  # max-flow capacities are integers: the fastest link is this many units
     while True:
         flush()
-        if lp.run() != highspy.HighsStatus.kOk \
-                or lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError("the overlap LP failed: HiGHS says "
-                               f"{lp.modelStatusToString(lp.getModelStatus())}")
+        if not solved(lp):
+            raise RuntimeError(f"the overlap LP failed: HiGHS says {outcome(lp)}")
         solution = np.asarray(lp.getSolution().col_value)
         x, c1 = float(solution[0]), np.clip(solution[1:], 0.0, cap)
         per_server = int(np.floor(x * units))

@@ -20,12 +20,11 @@ the optimal weightings, the one with the shallowest trees.
 Unlike ``multitree``, which spreads fixed tree or ring shapes evenly over the links and so
 assumes one link rate, the packing reads every link's capacity, so a slow link carries
 proportionally less. Pure: standard library, networkx, numpy, scipy (shortest paths)
-and highspy (the LP); the arborescences are compiled (``traffic.arborescence``).
+and HiGHS (the LP, ``traffic.lp``); the arborescences are compiled (``traffic.arborescence``).
 """
 
 from __future__ import annotations
 
-import highspy
 import networkx as nx
 import numpy as np
 from scipy.sparse import csc_matrix, csr_matrix
@@ -35,6 +34,7 @@ from topology.links import relays
 from topology.routing import servers as servers_by_rank
 from traffic.arborescence import min_arborescence
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
+from traffic.lp import INF, model, outcome, solved
 from traffic.overlay import Tree, depth
 from traffic.schedule import segments
 from traffic.trees import emit_tree
@@ -369,11 +369,10 @@ class _Master:
 
     def __init__(self, cap: np.ndarray, n: int, optimum: float) -> None:
         self.n, self.columns, self.optimum = n, 0, optimum
-        self.lp = highspy.Highs()
-        self.lp.setOptionValue("output_flag", False)
+        self.lp = model()
         m = len(cap)
         none = np.array([], dtype=np.int32)
-        self.lp.addRows(n + m, np.full(n + m, -highspy.kHighsInf),
+        self.lp.addRows(n + m, np.full(n + m, -INF),
                         np.concatenate([np.zeros(n), cap]), 0, none, none, np.array([]))
         self.lp.addCol(-1.0, 0.0, optimum, n, np.arange(n, dtype=np.int32), np.ones(n))
         self.heights = False  # whether the objective is the heights' (``shallowest``)
@@ -384,7 +383,7 @@ class _Master:
             return
         a = _uses(columns, self.n, self.lp.getNumRow() - self.n)
         k = len(columns)
-        self.lp.addCols(k, np.zeros(k), np.zeros(k), np.full(k, highspy.kHighsInf), a.nnz,
+        self.lp.addCols(k, np.zeros(k), np.zeros(k), np.full(k, INF), a.nnz,
                         a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32), a.data)
         self.columns += k
 
@@ -393,10 +392,8 @@ class _Master:
         if self.heights:  # back from ``shallowest``: its basis is no start for this LP
             self.lp.clearSolver()
             self._objective(0.0, self.optimum, -1.0, np.zeros(self.columns))
-        if self.lp.run() != highspy.HighsStatus.kOk \
-                or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError("the packing LP failed: HiGHS says "
-                               f"{self.lp.modelStatusToString(self.lp.getModelStatus())}")
+        if not solved(self.lp):
+            raise RuntimeError(f"the packing LP failed: HiGHS says {outcome(self.lp)}")
         solution = self.lp.getSolution()
         dual = -np.asarray(solution.row_dual)
         return (float(solution.col_value[0]), np.maximum(dual[self.n:], 0.0),
@@ -412,8 +409,7 @@ class _Master:
         # with a quarter-rate link: 1.091 x the optimum instead of 1.043).
         self.lp.clearSolver()
         self._objective(rate, rate, 0.0, np.asarray(heights, dtype=float))
-        if self.lp.run() != highspy.HighsStatus.kOk \
-                or self.lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        if not solved(self.lp):
             return None
         return np.asarray(self.lp.getSolution().col_value[1:])
 
