@@ -74,3 +74,19 @@ def test_fingerprint_follows_rates_and_links(bcube):
     assert fp(bcube) != fp(with_link_rates(bcube, {("s00", "w0_0"): 5.0}))
     assert fp(bcube) != fp(with_background(bcube, {("s00", "w0_0"): 1.0}))
     assert fp(bcube) != fp(without_link(bcube, "s00", "w0_0"))
+
+
+def test_kept_answers_leave_the_cyclic_collectors_passes():
+    import gc
+
+    from topology.links import GraphMemo
+
+    memo = GraphMemo(2)
+    answer = memo.get("key", lambda: [object()])
+    try:
+        assert gc.get_freeze_count() > 0
+        assert not any(o is answer for o in gc.get_objects())
+        assert memo.get("key", list) is answer  # kept, not made again
+    finally:
+        gc.unfreeze()
+    assert any(o is answer for o in gc.get_objects())
