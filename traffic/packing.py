@@ -166,13 +166,14 @@ class _Network:
 
 
 def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: list[list[int]],
-                   level: np.ndarray | None = None, slack: int = 0
-                   ) -> dict[str, tuple[str, list[int]]]:
+                   level: np.ndarray | None = None, slack: int = 0,
+                   paths: dict | None = None) -> dict[str, tuple[str, list[int]]]:
     """The minimum-cost arborescence over the servers rooted at server number ``root``, each
     overlay edge u -> v costing its cheapest path: {server: (parent, link ids from it)}.
     With ``level`` (hops from the root), only edges from a lower to a higher level count:
     the cheapest such tree is every server's cheapest parent above it, and its height is
-    at most the root's eccentricity."""
+    at most the root's eccentricity. ``paths``: the link ids of the (parent, server) paths
+    under ``pred`` found so far, shared between the roots of one pricing (read only)."""
     names = net.servers
     if level is None:
         parent = min_arborescence(cost, root)
@@ -183,8 +184,14 @@ def _cheapest_tree(net: _Network, root: int, cost: np.ndarray, pred: list[list[i
     else:
         allowed = np.where(level[:, None] < level[None, :] + slack, cost, np.inf)
         parent = min_arborescence(allowed, root)
-    return {names[v]: (names[p], net.path(pred, p, names[v]))
-            for v, p in enumerate(parent.tolist()) if p >= 0}
+    paths = {} if paths is None else paths
+    tree = {}
+    for v, p in enumerate(parent.tolist()):
+        if p >= 0:
+            if (p, v) not in paths:
+                paths[p, v] = net.path(pred, p, names[v])
+            tree[names[v]] = (names[p], paths[p, v])
+    return tree
 
 
 def _as_tree(net: _Network, links: dict[str, tuple[str, list[int]]]) -> Tree:
@@ -336,9 +343,10 @@ def _cheapest_trees(net: _Network, price: np.ndarray, hops: np.ndarray, slack: i
     found, uses = [], []
     for family in range(families):
         cost, pred = net.paths(price if family == 0 else price[reverse])
+        paths: dict = {}
         for r in range(len(net.servers)):
             links = _cheapest_tree(net, r, cost, pred,
-                                   None if slack is None else hops[r], slack or 0)
+                                   None if slack is None else hops[r], slack or 0, paths)
             ids = [e for _, ids in links.values() for e in ids]
             found.append(links)
             uses.append(ids if family == 0 else [int(reverse[e]) for e in ids])
