@@ -203,10 +203,9 @@ class GraphMemo:
     them: the oldest is dropped first.
 
     Kept answers are long-lived (the learned scheduler's rows hold millions of transfers), so
-    each new one is taken out of the cyclic garbage collector's passes with ``gc.freeze()``
-    (everything alive then is: reference counting still frees what is dropped, but reference
-    cycles alive at that moment are never collected). Without it a full pass over them
-    cost 0.6-1.1 s of whichever call it fell in.
+    each new one is taken out of the cyclic garbage collector's full passes with
+    ``gc.freeze()`` (everything alive then is: reference counting still frees what is
+    dropped, but reference cycles alive at that moment are never collected).
 
     >>> memo = GraphMemo(2)
     >>> [memo.get(k, lambda k=k: k * 10) for k in (1, 2, 1, 3)], len(memo)

@@ -413,8 +413,8 @@ class _Master:
         trees pipeline in fewest steps. None when HiGHS finds none (the trees cannot give
         every root ``rate``, or HiGHS could not tell)."""
         # Solved afresh: primal simplex from the max-rate basis is faster, but it ends at
-        # other optimal vertices, whose trees pipeline worse or better by luck (BCube(4,1)
-        # with a quarter-rate link: 1.091 x the optimum instead of 1.043).
+        # other optimal vertices, whose trees pipeline worse or better by luck (agent/README,
+        # Inference).
         self.lp.clearSolver()
         self._objective(rate, rate, 0.0, np.asarray(heights, dtype=float))
         if not solved(self.lp):
