@@ -165,7 +165,7 @@ def test_the_final_weighting_keeps_the_shallowest_of_the_optimal_trees():
     assert price @ cap == pytest.approx(0.5) and dual.sum() == pytest.approx(1.0)
 
 
-def test_the_master_lp_goes_on_from_its_last_basis_as_columns_come():
+def test_the_master_lp_takes_new_columns_between_solves():
     # Root 1 lent a share of link 0 reaches 0.75, root 0 keeping 0.75 of it.
     columns = [(0, [0, 1]), (1, [2])]
     master = _Master(np.array([1.0, 1.0, 0.5]), 2, 1.0)
