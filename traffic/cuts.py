@@ -146,7 +146,7 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     import numpy as np  # numpy, scipy, HiGHS: on use
     from scipy.sparse import csr_matrix
 
-    from traffic.lp import INF, model, outcome, solved
+    from traffic.lp import INF, add_columns, add_rows, model, solve
 
     names = servers_by_rank(graph)
     n = len(names)
@@ -164,18 +164,15 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     # The LP over (x, c1), one HiGHS model: every round adds the cuts found as rows and goes
     # on from the last basis.
     lp = model()
-    none = np.array([], dtype=np.int32)
-    lp.addCols(1 + m, np.concatenate([[-1.0], np.zeros(m)]), np.zeros(1 + m),
-               np.concatenate([[INF], cap]), 0, none, none, np.array([]))
+    add_columns(lp, np.concatenate([[-1.0], np.zeros(m)]), np.zeros(1 + m),
+                np.concatenate([[INF], cap]))
     rows: list[np.ndarray] = []
     lower: list[float] = []
     upper: list[float] = []
 
     def flush() -> None:
         if rows:
-            a = csr_matrix(np.array(rows))
-            lp.addRows(len(rows), np.array(lower), np.array(upper), a.nnz,
-                       a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32), a.data)
+            add_rows(lp, lower, upper, csr_matrix(np.array(rows)))
             rows.clear()
             lower.clear()
             upper.clear()
@@ -218,8 +215,7 @@ def overlap_rate(graph: nx.Graph, *, goodput: float = 1.0, rtol: float = 1e-6) -
     units = 1e7  # max-flow capacities are integers: the fastest link is this many units
     while True:
         flush()
-        if not solved(lp):
-            raise RuntimeError(f"the overlap LP failed: HiGHS says {outcome(lp)}")
+        solve(lp, "overlap LP")
         solution = np.asarray(lp.getSolution().col_value)
         x, c1 = float(solution[0]), np.clip(solution[1:], 0.0, cap)
         per_server = int(np.floor(x * units))

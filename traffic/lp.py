@@ -1,14 +1,15 @@
 """Linear programmes on HiGHS (highspy), the one module that imports it: a model that prints
-nothing, and its outcome.
+nothing, rows and columns added from scipy sparse matrices, and its outcome.
 
 HiGHS prints its banner on stdout when a process makes its first model, whatever the
 model's options say, which would break the commands' ``--json`` output; ``model`` makes
 that first one with stdout pointed at /dev/null.
 
 >>> lp = model()
->>> _ = lp.addVar(0.0, 2.0), lp.changeColCost(0, -1.0)
+>>> add_columns(lp, [-1.0, -2.0], [0.0, 0.0], [INF, INF])
+>>> add_rows(lp, [-INF], [2.0], [[1.0, 1.0]])
 >>> solved(lp), lp.getSolution().col_value
-(True, [2.0])
+(True, [0.0, 2.0])
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import sys
 
 import highspy
+import numpy as np
+from scipy.sparse import csc_matrix, csr_matrix
 
 #: Infinity as HiGHS takes it (a bound that is not there).
 INF = highspy.kHighsInf
@@ -48,6 +51,30 @@ def model() -> highspy.Highs:
         _quiet = True
     lp.setOptionValue("output_flag", False)
     return lp
+
+
+def add_rows(lp: highspy.Highs, lower, upper, matrix=None) -> None:
+    """Rows ``lower <= matrix @ x <= upper`` over the model's columns (``matrix``: one row per
+    bound, dense or sparse; None: rows with no entries yet)."""
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    a = csr_matrix((len(lower), lp.getNumCol())) if matrix is None else csr_matrix(matrix)
+    lp.addRows(len(lower), lower, upper, a.nnz, a.indptr[:-1].astype(np.int32),
+               a.indices.astype(np.int32), a.data)
+
+
+def add_columns(lp: highspy.Highs, cost, lower, upper, matrix=None) -> None:
+    """Columns with these costs and bounds, their entries in the model's rows given by
+    ``matrix`` (one column each, dense or sparse; None: no entries yet)."""
+    cost = np.asarray(cost, dtype=float)
+    a = csc_matrix((lp.getNumRow(), len(cost))) if matrix is None else csc_matrix(matrix)
+    lp.addCols(len(cost), cost, np.asarray(lower, dtype=float), np.asarray(upper, dtype=float),
+               a.nnz, a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32), a.data)
+
+
+def solve(lp: highspy.Highs, what: str) -> None:
+    """Run ``lp``; a RuntimeError naming ``what`` unless HiGHS found an optimum."""
+    if not solved(lp):
+        raise RuntimeError(f"the {what} failed: HiGHS says {outcome(lp)}")
 
 
 def solved(lp: highspy.Highs) -> bool:

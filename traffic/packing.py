@@ -34,7 +34,7 @@ from topology.links import relays
 from topology.routing import servers as servers_by_rank
 from traffic.arborescence import min_arborescence
 from traffic.cuts import link_capacities, overlap_rate, packing_rate
-from traffic.lp import INF, model, outcome, solved
+from traffic.lp import INF, add_columns, add_rows, model, solve, solved
 from traffic.overlay import Tree, depth
 from traffic.schedule import segments
 from traffic.trees import emit_tree
@@ -379,20 +379,19 @@ class _Master:
         self.n, self.columns, self.optimum = n, 0, optimum
         self.lp = model()
         m = len(cap)
-        none = np.array([], dtype=np.int32)
-        self.lp.addRows(n + m, np.full(n + m, -INF),
-                        np.concatenate([np.zeros(n), cap]), 0, none, none, np.array([]))
-        self.lp.addCol(-1.0, 0.0, optimum, n, np.arange(n, dtype=np.int32), np.ones(n))
+        add_rows(self.lp, np.full(n + m, -INF), np.concatenate([np.zeros(n), cap]))
+        rate = csc_matrix((np.ones(n), (np.arange(n), np.zeros(n, dtype=np.int64))),
+                          shape=(n + m, 1))
+        add_columns(self.lp, [-1.0], [0.0], [optimum], rate)
         self.heights = False  # whether the objective is the heights' (``shallowest``)
 
     def add(self, columns: list[tuple[int, list[int]]]) -> None:
         """Add tree columns (row: root + family x N, link ids with repeats)."""
         if not columns:
             return
-        a = _uses(columns, self.n, self.lp.getNumRow() - self.n)
         k = len(columns)
-        self.lp.addCols(k, np.zeros(k), np.zeros(k), np.full(k, INF), a.nnz,
-                        a.indptr[:-1].astype(np.int32), a.indices.astype(np.int32), a.data)
+        add_columns(self.lp, np.zeros(k), np.zeros(k), np.full(k, INF),
+                    _uses(columns, self.n, self.lp.getNumRow() - self.n))
         self.columns += k
 
     def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
@@ -400,8 +399,7 @@ class _Master:
         if self.heights:  # back from ``shallowest``: its basis is no start for this LP
             self.lp.clearSolver()
             self._objective(0.0, self.optimum, -1.0, np.zeros(self.columns))
-        if not solved(self.lp):
-            raise RuntimeError(f"the packing LP failed: HiGHS says {outcome(self.lp)}")
+        solve(self.lp, "packing LP")
         solution = self.lp.getSolution()
         dual = -np.asarray(solution.row_dual)
         return (float(solution.col_value[0]), np.maximum(dual[self.n:], 0.0),
